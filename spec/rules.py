@@ -1,0 +1,84 @@
+"""The rule registry: every rule of spec/*.md, parsed from the Markdown.
+
+A rule is a level-3 heading `### ID Title` followed by bullet fields:
+
+    ### AIO-12 Ordered output follows input order
+    - **Level:** MUST
+    - **Rule:** In ordered mode the operator MUST ...
+    - **Rationale:** ...
+    - **Source:** ...
+    - **Example:** ...
+    - **Untested:** reason        (only when no conformance property checks it)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+SPEC_DIR = Path(__file__).resolve().parent
+LEVELS = ("MUST", "SHOULD", "MAY")
+_HEADING = re.compile(r"^###\s+(?P<id>[A-Z]+-\d+)\s+(?P<title>.+?)\s*$")
+_FIELD = re.compile(r"^-\s+\*\*(?P<name>[A-Za-z ]+):\*\*\s*(?P<value>.*)$")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    level: str
+    text: str
+    file: str
+    untested: str | None = None
+
+
+class RuleFileError(ValueError):
+    pass
+
+
+def parse_rules(text: str, file: str) -> list[Rule]:
+    rules: list[Rule] = []
+    current: dict[str, str] | None = None
+
+    def close() -> None:
+        if current is None:
+            return
+        rid = current["id"]
+        level = current.get("Level", "").strip()
+        if level not in LEVELS:
+            raise RuleFileError(f"{file}: rule {rid} has no Level among {LEVELS}")
+        body = current.get("Rule", "").strip()
+        if not body:
+            raise RuleFileError(f"{file}: rule {rid} has no Rule sentence")
+        rules.append(Rule(rid, current["title"], level, body, file, current.get("Untested")))
+
+    for line in text.splitlines():
+        m = _HEADING.match(line)
+        if m:
+            close()
+            current = {"id": m["id"], "title": m["title"]}
+            continue
+        if line.startswith("#"):
+            close()
+            current = None
+            continue
+        if current is not None:
+            f = _FIELD.match(line.strip())
+            if f:
+                current[f["name"].strip()] = f["value"].strip()
+    close()
+    return rules
+
+
+@lru_cache(maxsize=1)
+def load_rules() -> dict[str, Rule]:
+    """All rules of all spec files, by ID.  Raises on a duplicate ID."""
+    out: dict[str, Rule] = {}
+    for path in sorted(SPEC_DIR.glob("*.md")):
+        for r in parse_rules(path.read_text(encoding="utf-8"), path.name):
+            if r.id in out:
+                raise RuleFileError(f"rule {r.id} is defined twice ({out[r.id].file}, {r.file})")
+            out[r.id] = r
+    return out
