@@ -1,0 +1,306 @@
+"""The pytest plugin of the conformance suite.
+
+Options:
+  --adapter NAME                  the adapter under test: a built-in name (reference, pyspark) or
+                                  module:factory; default $CONFORMANCE_ADAPTER or "reference"
+  --conformance-deadline SECONDS  how long one run_batch may take before the adapter is reported as
+                                  hung; default $CONFORMANCE_DEADLINE or 900
+  --hypothesis-profile NAME       "default" or "thorough" (also $CONFORMANCE_PROFILE)
+
+Markers:
+  @pytest.mark.rule("AIO-12", ...)   the spec rules a property checks (an unknown ID is a collection error)
+  @pytest.mark.needs("async.timeout", "scripted", ...)
+                                     the adapter capabilities a property needs; "scripted" means the
+                                     adapter must follow the schedule's completion order.  A property
+                                     whose needs the adapter lacks is reported as UNSUPPORTED.
+
+Fixture `conformance` (session scope): the adapter under test and `check(batch)`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import Counter
+from typing import Any
+from collections.abc import Iterator, Sequence
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from conformance.checker import compare, format_report
+from conformance.registry import load_adapter
+from conformance.strategies import Features
+from spec.adapter import FREE, SCRIPTED, Adapter, AdapterError
+from spec.rules import load_rules
+from spec.schedule import Schedule, Trace
+
+# --------------------------------------------------------------------------
+# Hypothesis profiles
+# --------------------------------------------------------------------------
+
+_COMMON: dict[str, Any] = dict(
+    deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+# Batches average about 6 schedules, so 60 examples give well over 200 schedules per property.
+settings.register_profile("default", max_examples=60, derandomize=True, database=None, **_COMMON)
+settings.register_profile("thorough", max_examples=1000, derandomize=False, database=None, **_COMMON)
+PROFILES = ("default", "thorough")
+
+UNSUPPORTED = "UNSUPPORTED"
+
+
+class ConformanceFailure(AssertionError):
+    """An adapter's trace differs from the reference trace; the message is the full report."""
+
+
+class AdapterHang(AdapterError):
+    pass
+
+
+# --------------------------------------------------------------------------
+# The session object behind the `conformance` fixture
+# --------------------------------------------------------------------------
+
+
+class Conformance:
+    """The adapter under test and the checks run against it."""
+
+    def __init__(self, adapter: Adapter, spec: str, deadline: float):
+        self.adapter = adapter
+        self.spec = spec
+        self.deadline = deadline
+        self.item: pytest.Item | None = None
+        self.counts: Counter[str] = Counter()
+
+    @property
+    def name(self) -> str:
+        return str(self.adapter.name)
+
+    @property
+    def completion_order(self) -> str:
+        return str(getattr(self.adapter, "completion_order", SCRIPTED))
+
+    def capabilities(self) -> dict[str, str | None]:
+        return dict(self.adapter.capabilities())
+
+    def missing(self, needs: Sequence[str]) -> list[tuple[str, str]]:
+        """The needed capabilities the adapter lacks, with its reasons."""
+        caps = self.capabilities()
+        out = []
+        for need in needs:
+            if need == "scripted":
+                if self.completion_order != SCRIPTED:
+                    why = f"the adapter completes calls in its own order ({self.completion_order})"
+                    out.append((need, why))
+            elif caps.get(need, "the adapter does not declare it") is not None:
+                out.append((need, str(caps.get(need, "the adapter does not declare it"))))
+        return out
+
+    def features(self, f: Features) -> Features:
+        """`f` without what the adapter cannot run."""
+        return f.restrict(self.capabilities(), self.completion_order)
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        """adapter.run_batch in a worker thread; a run longer than the deadline stops the session."""
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["traces"] = self.adapter.run_batch(list(schedules))
+            except BaseException as e:  # noqa: B036 - handed to the test thread
+                box["error"] = e
+
+        worker = threading.Thread(target=work, name=f"conformance-{self.name}", daemon=True)
+        worker.start()
+        worker.join(self.deadline)
+        if worker.is_alive():
+            pytest.exit(f"conformance: adapter {self.name!r} hung: run_batch of {len(schedules)} schedule(s) "
+                        f"did not return within {self.deadline:g} s (--conformance-deadline)", returncode=3)
+        if "error" in box:
+            raise box["error"]
+        traces = box["traces"]
+        if len(traces) != len(schedules) or not all(isinstance(t, Trace) for t in traces):
+            raise ConformanceFailure(f"adapter {self.name!r}: run_batch returned {len(traces)} value(s) for "
+                                     f"{len(schedules)} schedule(s); it must return one Trace per schedule")
+        if self.item is not None:
+            self.counts[self.item.nodeid] += len(schedules)
+        return list(traces)
+
+    def property_rules(self) -> list[str]:
+        if self.item is None:
+            return []
+        return [r for m in self.item.iter_markers("rule") for r in m.args]
+
+    def check(self, schedules: Sequence[Schedule]) -> None:
+        """Run the batch once through the adapter and compare every trace with the reference."""
+        from reference import run as reference_run
+
+        observed = self.run_batch(schedules)
+        for schedule, got in zip(schedules, observed):
+            want = reference_run(schedule)
+            mismatch = compare(schedule, want, got, self.completion_order)
+            if mismatch is not None:
+                raise ConformanceFailure(format_report(
+                    schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
+                    expected=want, observed=got, property_rules=self.property_rules()))
+
+    def count(self, n: int) -> None:
+        """Count schedules a property checked without the adapter (reference-level properties)."""
+        if self.item is not None:
+            self.counts[self.item.nodeid] += n
+
+
+# --------------------------------------------------------------------------
+# Hooks
+# --------------------------------------------------------------------------
+
+_KEY = pytest.StashKey["_State"]()
+
+
+class _State:
+    def __init__(self, spec: str, deadline: float):
+        self.spec = spec
+        self.deadline = deadline
+        self.conformance: Conformance | None = None
+        self.unsupported: list[tuple[str, str]] = []  # (nodeid, message)
+        self.schedules: dict[str, int] = {}  # nodeid -> schedules run
+        self.rules: dict[str, list[str]] = {}  # nodeid -> rule IDs
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collect counts and UNSUPPORTED properties from reports (works under xdist too)."""
+        props = dict(report.user_properties)
+        if "conformance_schedules" in props and report.when == "call":
+            self.schedules[report.nodeid] = int(props["conformance_schedules"])
+            self.rules[report.nodeid] = list(props["conformance_rules"])
+        if report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple):
+            message = str(report.longrepr[2])
+            if UNSUPPORTED in message:
+                self.unsupported.append((report.nodeid, message.split(f"{UNSUPPORTED} ", 1)[-1]))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance", "Flink semantics conformance suite")
+    group.addoption("--adapter", default=None, metavar="NAME",
+                    help="adapter under test: reference, pyspark or module:factory "
+                         "(default: $CONFORMANCE_ADAPTER or reference)")
+    group.addoption("--conformance-deadline", type=float, default=None, metavar="SECONDS",
+                    help="report the adapter as hung when one run_batch takes longer "
+                         "(default: $CONFORMANCE_DEADLINE or 900)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "rule(*ids): the spec rule IDs a conformance property checks")
+    config.addinivalue_line("markers", "needs(*capabilities): adapter capabilities a property needs")
+    spec = config.getoption("adapter") or os.environ.get("CONFORMANCE_ADAPTER") or "reference"
+    deadline = config.getoption("conformance_deadline") or float(os.environ.get("CONFORMANCE_DEADLINE", 900))
+    config.stash[_KEY] = _State(spec, deadline)
+    config.pluginmanager.register(config.stash[_KEY], "conformance-state")
+    if config.getoption("hypothesis_profile", None) is None:
+        profile = os.environ.get("CONFORMANCE_PROFILE", "default")
+        if profile not in PROFILES:
+            raise pytest.UsageError(f"CONFORMANCE_PROFILE={profile!r}: use one of {', '.join(PROFILES)}")
+        settings.load_profile(profile)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Any:
+    """An unknown rule ID in a `rule` marker is a collection error."""
+    result = yield
+    marks = [m for m in getattr(obj, "pytestmark", []) if getattr(m, "name", None) == "rule"]
+    if marks:
+        known = load_rules()
+        unknown = [r for m in marks for r in m.args if r not in known]
+        if unknown:
+            raise collector.CollectError(
+                f"{name}: @pytest.mark.rule names unknown rule ID(s) {', '.join(map(str, unknown))} "
+                f"(rules are defined in spec/*.md)")
+        if not all(m.args for m in marks):
+            raise collector.CollectError(f"{name}: @pytest.mark.rule needs at least one rule ID")
+    return result
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Load the adapter when a collected test uses it; a load failure ends the run with one line."""
+    state = session.config.stash[_KEY]
+    if not any("conformance" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    try:
+        adapter = load_adapter(state.spec)
+    except AdapterError as e:
+        sys.stderr.write(f"conformance: cannot load adapter {state.spec!r}: {e}\n")
+        sys.stderr.flush()
+        pytest.exit(f"cannot load adapter {state.spec!r}", returncode=4)
+    if adapter.completion_order not in (SCRIPTED, FREE):
+        sys.stderr.write(f"conformance: adapter {state.spec!r} has completion_order "
+                         f"{adapter.completion_order!r}; use spec.adapter.SCRIPTED or FREE\n")
+        pytest.exit(f"bad adapter {state.spec!r}", returncode=4)
+    state.conformance = Conformance(adapter, state.spec, state.deadline)
+
+
+@pytest.fixture(scope="session")
+def conformance(pytestconfig: pytest.Config) -> Conformance:
+    state = pytestconfig.stash[_KEY]
+    assert state.conformance is not None, "the adapter is loaded at the end of collection"
+    return state.conformance
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """UNSUPPORTED: a property needs a capability the adapter lacks (reported, never silent)."""
+    state = item.config.stash[_KEY]
+    if state.conformance is None or "conformance" not in getattr(item, "fixturenames", ()):
+        return
+    state.conformance.item = item
+    needs = [c for m in item.iter_markers("needs") for c in m.args]
+    missing = state.conformance.missing(needs)
+    if missing:
+        rules = [r for m in item.iter_markers("rule") for r in m.args]
+        why = "; ".join(f"{cap}: {reason}" for cap, reason in missing)
+        pytest.skip(f"{UNSUPPORTED} [{', '.join(rules)}] adapter {state.conformance.name!r} lacks {why}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    state = item.config.stash[_KEY]
+    try:
+        return (yield)
+    finally:
+        if state.conformance is not None and "conformance" in getattr(item, "fixturenames", ()):
+            item.user_properties.append(("conformance_schedules", state.conformance.counts[item.nodeid]))
+            item.user_properties.append(("conformance_rules", [r for m in item.iter_markers("rule")
+                                                               for r in m.args]))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Show a conformance failure as its report (plus hypothesis' notes), without a traceback."""
+    report = yield
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(exc, ConformanceFailure) and report.failed:
+        notes = [n for n in getattr(exc, "__notes__", []) if n.strip()]
+        report.longrepr = "\n".join([str(exc), *notes])
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(_KEY, None)
+    if state is None or not (state.schedules or state.unsupported):
+        return
+    tr = terminalreporter
+    if state.schedules:
+        tr.section(f"conformance: schedules per property (adapter {state.spec})")
+        for nodeid, n in state.schedules.items():
+            tr.write_line(f"{nodeid} [{', '.join(state.rules.get(nodeid, []))}]: {n} schedules")
+    if state.unsupported:
+        tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")
+        for nodeid, message in state.unsupported:
+            tr.write_line(f"{UNSUPPORTED} {nodeid}: {message}")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(_KEY, None)
+    if state is not None and state.conformance is not None:
+        state.conformance.adapter.close()

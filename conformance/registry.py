@@ -1,0 +1,59 @@
+"""Finding adapters by name: the built-in ones, or any `module:factory`.
+
+Imports are lazy, so that choosing the reference adapter never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from spec.adapter import Adapter, AdapterError
+
+BUILTIN: dict[str, str] = {
+    "reference": "adapters.reference:ReferenceAdapter",
+    "pyspark": "adapters.pyspark:PySparkAdapter",
+}
+
+
+class UnknownAdapterError(AdapterError):
+    """The adapter name is neither built in nor a `module:factory` path."""
+
+
+def resolve(spec: str) -> str:
+    """The `module:factory` path for an adapter name or path."""
+    if spec in BUILTIN:
+        return BUILTIN[spec]
+    if ":" in spec:
+        return spec
+    known = ", ".join(sorted(BUILTIN))
+    raise UnknownAdapterError(
+        f"unknown adapter {spec!r}: use a built-in name ({known}) or 'module:factory'"
+    )
+
+
+def _factory(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise AdapterError(f"cannot import adapter module {module_name!r}: {e}") from e
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise AdapterError(f"adapter module {module_name!r} has no attribute {attr!r}") from None
+
+
+def load_adapter(spec: str) -> Adapter:
+    """Build the adapter named by `spec`.
+
+    Raises AdapterError (with a one-line message) when it cannot be found, cannot be imported,
+    its factory raises AdapterError, or what it builds is not an adapter.
+    """
+    factory = _factory(resolve(spec))
+    adapter = factory()
+    missing = [a for a in ("name", "completion_order", "capabilities", "run_batch", "close")
+               if not hasattr(adapter, a)]
+    if missing:
+        raise AdapterError(f"{spec!r} did not build an adapter: it lacks {', '.join(missing)}")
+    return adapter  # type: ignore[no-any-return]

@@ -1,0 +1,267 @@
+"""Hypothesis strategies that draw valid schedules.
+
+A schedule is drawn step by step while the reference model runs it, so every step is valid by
+construction: only admitted records complete (SCH-4), restores name taken checkpoints (SCH-5) and
+come only after a failure (SCH-7), nothing is input after end of input (SCH-6).  `Features` says
+which parts of the vocabulary a property exercises; `Features.restrict` drops what an adapter
+cannot run.  Values are small, and every choice shrinks towards a short, plain schedule (fewer
+steps, records first, empty results, small numbers).
+
+An example of a property is a *batch*, a list of schedules (`batches`), because adapters run
+batches; hypothesis shrinks a failing batch down to the one schedule that fails.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Any
+from collections.abc import Callable, Mapping
+
+from hypothesis import strategies as st
+
+from reference.async_io import AsyncIoModel
+from spec.adapter import FREE
+from spec.schedule import (
+    DEFAULT_CAPACITY,
+    AdvanceStep,
+    AsyncIoConfig,
+    CheckpointStep,
+    CompleteStep,
+    CrashStep,
+    EndStep,
+    ErrorStep,
+    RecordStep,
+    RestoreStep,
+    RetryConfig,
+    Schedule,
+    StatusStep,
+    Step,
+    WatermarkStep,
+    retry_enabled,
+)
+
+SMALL = st.integers(0, 9)
+RESULT = st.lists(SMALL, max_size=3)
+
+
+@dataclass(frozen=True)
+class Features:
+    """Which parts of the schedule vocabulary a strategy uses."""
+
+    modes: tuple[str, ...] = ("ordered", "unordered")
+    max_capacity: int = 4
+    watermarks: bool = True
+    statuses: bool = False
+    timeouts: bool = False  # a timeout, the timeout handler and `advance` steps
+    on_timeout: tuple[str, ...] = ("fail", "complete", "ignore")
+    retries: bool = False  # a retry strategy (needs timeouts, AIO-3)
+    checkpoints: bool = False  # checkpoint, crash and restore steps
+    errors: bool = False  # `error` steps
+    nulls: bool = False  # null results (AIO-20)
+    repeats: bool = True  # completions of calls that have already finished (AIO-21)
+    end: bool = True  # an `end` step may come
+    drain: bool = False  # close the schedule: end of input, then complete everything outstanding
+    max_steps: int = 14
+
+    def restrict(self, capabilities: Mapping[str, str | None], completion_order: str) -> Features:
+        """These features, without the ones the adapter does not support.
+
+        FREE adapters get only schedules that `checker.free_checkable` accepts.
+        """
+        ok = lambda cap: cap in capabilities and capabilities[cap] is None  # noqa: E731
+        f = replace(self, modes=tuple(m for m in self.modes if ok(f"async.{m}")))
+        f = replace(f, statuses=f.statuses and ok("async.status"),
+                    timeouts=f.timeouts and ok("async.timeout"),
+                    checkpoints=f.checkpoints and ok("async.checkpoint"))
+        f = replace(f, retries=f.retries and f.timeouts and ok("async.retry"))
+        if completion_order == FREE:
+            f = replace(f, timeouts=False, retries=False, checkpoints=False, errors=False, nulls=False,
+                        repeats=False, drain=True)
+        return f
+
+
+# --------------------------------------------------------------------------
+# Configurations
+# --------------------------------------------------------------------------
+
+
+@st.composite
+def retry_configs(draw: Any) -> RetryConfig:
+    return RetryConfig(
+        strategy=draw(st.sampled_from(("fixed_delay", "exponential_backoff"))),
+        max_attempts=draw(st.integers(0, 3)),
+        delay=draw(st.integers(0, 8)),
+        initial_delay=draw(st.integers(0, 8)),
+        max_delay=draw(st.integers(0, 16)),
+        multiplier=draw(st.sampled_from((1.0, 1.5, 2.0, 3.0))),
+        if_empty=draw(st.booleans()),
+        if_error=draw(st.booleans()),
+    )
+
+
+@st.composite
+def configs(draw: Any, f: Features) -> AsyncIoConfig:
+    """A valid configuration using the features."""
+    timeout = draw(st.integers(1, 30)) if f.timeouts else 0
+    return AsyncIoConfig(
+        mode=draw(st.sampled_from(f.modes)),
+        capacity=draw(st.integers(1, f.max_capacity)),
+        timeout=timeout,
+        on_timeout=draw(st.sampled_from(f.on_timeout)) if f.timeouts else "fail",
+        timeout_result=tuple(draw(RESULT)) if f.timeouts else (),
+        retry=draw(st.none() | retry_configs()) if f.retries else None,
+    )
+
+
+@st.composite
+def any_configs(draw: Any, modes: tuple[str, ...]) -> AsyncIoConfig:
+    """A configuration that may be invalid (AIO-1: capacity <= 0; AIO-3: retry without timeout)."""
+    return AsyncIoConfig(
+        mode=draw(st.sampled_from(modes)),
+        capacity=draw(st.integers(-2, 3)),
+        timeout=draw(st.sampled_from((0, 10))),
+        retry=draw(st.none() | retry_configs()),
+    )
+
+
+# --------------------------------------------------------------------------
+# Steps, drawn while the model runs
+# --------------------------------------------------------------------------
+
+
+class _Drawing:
+    """The state of one schedule being drawn: the model and what the steps so far used."""
+
+    def __init__(self, draw: Any, f: Features, config: AsyncIoConfig):
+        self.draw, self.f, self.config = draw, f, config
+        self.model = AsyncIoModel(config)
+        self.steps: list[Step] = []
+        self.records = 0
+        self.watermark = 0
+        self.ids = itertools.count(1)
+        self.timers = f.timeouts or retry_enabled(config)
+
+    def apply(self, step: Step) -> None:
+        self.model.apply(len(self.steps), step)
+        self.steps.append(step)
+        if isinstance(step, RecordStep):
+            self.records += 1
+
+    # The ops that are valid now, simplest first (hypothesis shrinks towards the first).
+    def options(self) -> list[str]:
+        m, f = self.model, self.f
+        if not m.alive:
+            return ["restore"] if f.checkpoints else []
+        ops: list[str] = []
+        if not m.ended:
+            ops.append("record")
+        if m.outstanding():
+            ops += ["complete"] + (["error"] if f.errors else [])
+        elif f.repeats and m.admitted():
+            ops.append("complete")
+        if not m.ended:
+            ops += (["watermark"] if f.watermarks else []) + (["status"] if f.statuses else [])
+            ops += ["end"] if f.end and not f.drain else []
+        if self.timers:
+            ops.append("advance")
+        if f.checkpoints:
+            ops += (["checkpoint"] if not m.ended else []) + ["crash"]
+        return ops
+
+    def step(self, op: str) -> Step:
+        draw, m = self.draw, self.model
+        if op == "record":
+            return RecordStep(draw(SMALL), draw(st.none() | st.integers(0, 20)))
+        if op == "complete":
+            pool = m.outstanding() or m.admitted()
+            if self.f.repeats and m.admitted():
+                pool = draw(st.sampled_from((pool, m.admitted())))
+            result = draw(RESULT | st.none()) if self.f.nulls else draw(RESULT)
+            record = draw(st.sampled_from(sorted(pool)))
+            return CompleteStep(record, None if result is None else tuple(result))
+        if op == "error":
+            return ErrorStep(draw(st.sampled_from(sorted(m.outstanding()))), "error")
+        if op == "watermark":
+            self.watermark += draw(st.integers(0, 5))
+            return WatermarkStep(self.watermark)
+        if op == "status":
+            return StatusStep(draw(st.booleans()))
+        if op == "advance":
+            return AdvanceStep(draw(st.integers(0, 25)))
+        if op == "checkpoint":
+            return CheckpointStep(next(self.ids))
+        if op == "restore":
+            taken = sorted(m.taken_checkpoints)
+            checkpoint = draw(st.sampled_from([None] + taken)) if taken else None
+            return RestoreStep(checkpoint, draw(st.none() | st.integers(1, self.f.max_capacity)))
+        if op == "end":
+            return EndStep()
+        if op == "crash":
+            return CrashStep()
+        raise ValueError(f"unknown op {op!r}")
+
+    def drain(self) -> None:
+        """End of input, then complete the outstanding calls (in a drawn order) until finished."""
+        if not self.model.alive:
+            return
+        if not self.model.ended:
+            self.apply(EndStep())
+        for _ in range(10 * (self.records + 1)):
+            pending = self.model.outstanding()
+            if not pending:
+                return
+            record = self.draw(st.sampled_from(sorted(pending)))
+            self.apply(CompleteStep(record, tuple(self.draw(RESULT))))
+
+
+@st.composite
+def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Schedule:
+    """A valid async I/O schedule using the features."""
+    if config is None:
+        config = draw(configs(f))
+    d = _Drawing(draw, f, config)
+    for _ in range(draw(st.integers(0, f.max_steps))):
+        ops = d.options()
+        if not ops:
+            break
+        d.apply(d.step(draw(st.sampled_from(ops))))
+    if f.drain:
+        d.drain()
+    return Schedule("async_io", config, tuple(d.steps))
+
+
+@st.composite
+def default_capacity_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
+    """AIO-5: about DEFAULT_CAPACITY records with the default capacity, then some completions."""
+    config = AsyncIoConfig(mode=draw(st.sampled_from(modes)))
+    d = _Drawing(draw, Features(modes=modes, repeats=False), config)
+    for _ in range(DEFAULT_CAPACITY - 2 + draw(st.integers(0, 4))):
+        d.apply(RecordStep(draw(SMALL), None))
+    for _ in range(draw(st.integers(0, 3))):
+        d.apply(d.step("complete"))
+    return Schedule("async_io", config, tuple(d.steps))
+
+
+@st.composite
+def config_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
+    """A schedule whose configuration may be invalid; valid ones get a few ordinary steps."""
+    config = draw(any_configs(modes))
+    valid = config.capacity > 0 and (config.retry is None or config.timeout > 0)
+    if not valid:
+        steps = tuple(RecordStep(v, None) for v in draw(st.lists(SMALL, max_size=3)))
+        return Schedule("async_io", config, steps)
+    return draw(schedules(Features(modes=modes, max_steps=4, timeouts=config.timeout > 0), config))
+
+
+def batches(schedule_strategy: st.SearchStrategy[Schedule], max_size: int = 12) -> st.SearchStrategy[
+        list[Schedule]]:
+    """A batch of schedules for one `run_batch` call; shrinks to a single schedule."""
+    return st.lists(schedule_strategy, min_size=1, max_size=max_size)
+
+
+def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:
+    return batches(schedules(f), max_size)
+
+
+Builder = Callable[[Features], st.SearchStrategy[list[Schedule]]]
