@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 import shlex
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import networkx as nx
 
@@ -321,7 +321,8 @@ def compare_free(schedule: Schedule, expected: Trace, observed: Trace) -> Mismat
         obs = Counter(tuple(getattr(e, f) for f in fields_) for e in observed.events if e.event == kind)
         if exp != obs:
             return Mismatch(f"{kind} events differ (compared as a multiset): "
-                            f"expected {sorted(exp.elements())}, observed {sorted(obs.elements())}", rules_for([kind], schedule.config.mode),
+                            f"expected {sorted(exp.elements())}, observed {sorted(obs.elements())}",
+                            rules_for([kind], schedule.config.mode),
                             expected=[e for e in expected.events if e.event == kind],
                             observed=[e for e in observed.events if e.event == kind])
     if observed.events and any(e.event == "finished" for e in observed.events) \

@@ -23,8 +23,8 @@ import os
 import sys
 import threading
 from collections import Counter
-from typing import Any
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings

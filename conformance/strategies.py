@@ -14,13 +14,13 @@ batches; hypothesis shrinks a failing batch down to the one schedule that fails.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-from collections.abc import Callable, Mapping
 
 from hypothesis import strategies as st
-
 from reference.async_io import AsyncIoModel
+
 from spec.adapter import FREE
 from spec.schedule import (
     DEFAULT_CAPACITY,
