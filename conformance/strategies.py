@@ -14,7 +14,7 @@ batches; hypothesis shrinks a failing batch down to the one schedule that fails.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -115,14 +115,15 @@ def configs(draw: Any, f: Features) -> AsyncIoConfig:
 
 
 @st.composite
-def any_configs(draw: Any, modes: tuple[str, ...]) -> AsyncIoConfig:
-    """A configuration that may be invalid (AIO-1: capacity <= 0; AIO-3: retry without timeout)."""
-    return AsyncIoConfig(
-        mode=draw(st.sampled_from(modes)),
-        capacity=draw(st.integers(-2, 3)),
-        timeout=draw(st.sampled_from((0, 10))),
-        retry=draw(st.none() | retry_configs()),
-    )
+def any_configs(draw: Any, f: Features) -> AsyncIoConfig:
+    """A configuration that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
+    timeout).  Valid ones use a timeout or a retry strategy only when the features allow."""
+    timeout = draw(st.sampled_from((0, 10))) if f.timeouts else 0
+    retry = draw(st.none() | retry_configs())
+    if retry is not None and timeout > 0 and not f.retries:
+        retry = None
+    return AsyncIoConfig(mode=draw(st.sampled_from(f.modes)), capacity=draw(st.integers(-2, 3)),
+                         timeout=timeout, retry=retry)
 
 
 # --------------------------------------------------------------------------
@@ -215,11 +216,7 @@ class _Drawing:
             self.apply(CompleteStep(record, tuple(self.draw(RESULT))))
 
 
-@st.composite
-def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Schedule:
-    """A valid async I/O schedule using the features."""
-    if config is None:
-        config = draw(configs(f))
+def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
     d = _Drawing(draw, f, config)
     for _ in range(draw(st.integers(0, f.max_steps))):
         ops = d.options()
@@ -228,7 +225,15 @@ def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Sc
         d.apply(d.step(draw(st.sampled_from(ops))))
     if f.drain:
         d.drain()
-    return Schedule("async_io", config, tuple(d.steps))
+    return d
+
+
+@st.composite
+def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Schedule:
+    """A valid async I/O schedule using the features."""
+    if config is None:
+        config = draw(configs(f))
+    return Schedule("async_io", config, tuple(_draw_steps(draw, f, config).steps))
 
 
 @st.composite
@@ -244,14 +249,14 @@ def default_capacity_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
 
 
 @st.composite
-def config_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
+def config_schedules(draw: Any, f: Features) -> Schedule:
     """A schedule whose configuration may be invalid; valid ones get a few ordinary steps."""
-    config = draw(any_configs(modes))
+    config = draw(any_configs(f))
     valid = config.capacity > 0 and (config.retry is None or config.timeout > 0)
     if not valid:
         steps = tuple(RecordStep(v, None) for v in draw(st.lists(SMALL, max_size=3)))
         return Schedule("async_io", config, steps)
-    return draw(schedules(Features(modes=modes, max_steps=4, timeouts=config.timeout > 0), config))
+    return draw(schedules(replace(f, max_steps=4), config))
 
 
 def batches(schedule_strategy: st.SearchStrategy[Schedule], max_size: int = 12) -> st.SearchStrategy[
@@ -264,4 +269,104 @@ def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[S
     return batches(schedules(f), max_size)
 
 
-Builder = Callable[[Features], st.SearchStrategy[list[Schedule]]]
+
+# --------------------------------------------------------------------------
+# Malformed schedules (SCH-1..SCH-7)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A malformed schedule as JSON data, and where and why it must be refused."""
+
+    data: dict[str, Any]
+    step: int | None  # None: the configuration or the schedule as a whole
+    rule: str
+    how: str  # what was done to a valid schedule
+
+
+MALFORMED_FEATURES = Features(max_capacity=2, statuses=True, timeouts=True, on_timeout=("fail", "ignore"),
+                              checkpoints=True, errors=True, nulls=True, max_steps=12)
+
+
+_RECORD: dict[str, Any] = {"op": "record", "value": 1, "timestamp": None}
+
+
+def _inserted(d: _Drawing, draw: Any) -> list[tuple[int, dict[str, Any], str, str]]:
+    """Static defects, each a step to insert at a position: (position, step, rule, how)."""
+    steps = d.steps
+    p = draw(st.integers(0, len(steps)))
+    prefix = steps[:p]
+    records = sum(isinstance(s, RecordStep) for s in prefix)
+    out: list[tuple[int, dict[str, Any], str, str]] = [
+        (p, {"op": "assign_split", "split": 1}, "SCH-1", "a step of another area"),
+        (p, {"op": "advance", "ms": -5}, "SCH-2", "a negative advance"),
+        (p, {"op": "record", "value": "seven", "timestamp": None}, "SCH-2", "a string value"),
+        (p, {"op": "watermark", "timestamp": 1, "colour": "red"}, "SCH-2", "an unknown field"),
+        (p, {"op": "complete", "record": records + draw(st.integers(0, 2)), "result": []}, "SCH-3",
+         "a completion of a record that has not arrived"),
+        (p, {"op": "restore", "checkpoint": 999}, "SCH-5", "a restore of a checkpoint never taken"),
+    ]
+    if prefix and isinstance(prefix[-1], CrashStep):
+        # SCH-7 is checked first at a step after a crash.
+        out = [x for x in out if x[2] != "SCH-3"]
+        out.append((p, {"op": "advance", "ms": 1}, "SCH-7", "a step other than restore after a crash"))
+        return out
+    used = [s.id for s in prefix if isinstance(s, CheckpointStep)]
+    if used:
+        out.append((p, {"op": "checkpoint", "id": draw(st.sampled_from(used))}, "SCH-5",
+                    "a checkpoint id used twice"))
+    if _ended(prefix):
+        out.append((p, _RECORD, "SCH-6", "a record after end of input"))
+    return out
+
+
+def _ended(steps: list[Step]) -> bool:
+    """Whether an `end` step came after the last restore (SCH-6)."""
+    ended = False
+    for s in steps:
+        ended = isinstance(s, EndStep) or (ended and not isinstance(s, RestoreStep))
+    return ended
+
+
+def _appended(d: _Drawing, draw: Any) -> list[tuple[dict[str, Any], str, str]]:
+    """Dynamic defects, each a step to append: (step, rule, how)."""
+    m = d.model
+    out: list[tuple[dict[str, Any], str, str]] = []
+    if m.alive:
+        waiting = sorted(set(range(d.records)) - set(m.admitted()))
+        if waiting:
+            out.append(({"op": "complete", "record": draw(st.sampled_from(waiting)), "result": []}, "SCH-4",
+                        "a completion of a record that is not admitted in this incarnation"))
+        out.append(({"op": "restore", "checkpoint": None}, "SCH-7", "a restore while the task is alive"))
+    elif not (d.steps and isinstance(d.steps[-1], CrashStep)) and not _ended(d.steps):
+        out.append((_RECORD, "SCH-7", "a record after a task failure"))
+    if not m.alive:
+        seen = [s.id for s in d.steps if isinstance(s, CheckpointStep)]
+        untaken = sorted(set(seen) - set(m.taken_checkpoints))
+        if untaken:
+            out.append(({"op": "restore", "checkpoint": draw(st.sampled_from(untaken))}, "SCH-5",
+                        "a restore of a checkpoint whose barrier was never processed"))
+    return out
+
+
+@st.composite
+def malformed_schedules(draw: Any) -> Malformed:
+    """A valid schedule with one defect that a named SCH rule refuses at a known step."""
+    f = MALFORMED_FEATURES
+    config = draw(configs(f))
+    d = _draw_steps(draw, f, config)
+    base = Schedule("async_io", config, tuple(d.steps)).to_dict()
+    candidates: list[Malformed] = [
+        Malformed({**base, "area": "sources"}, None, "SCH-1", "an unknown area"),
+        Malformed({**base, "config": {**base["config"], "colour": 1}}, None, "SCH-2",
+                  "an unknown config field"),
+    ]
+    for p, step, rule, how in _inserted(d, draw):
+        steps = base["steps"][:p] + [step] + base["steps"][p:]
+        candidates.append(Malformed({**base, "steps": steps}, p, rule, f"{how}, inserted at step {p}"))
+    for step, rule, how in _appended(d, draw):
+        n = len(base["steps"])
+        appended = {**base, "steps": base["steps"] + [step]}
+        candidates.append(Malformed(appended, n, rule, f"{how}, at step {n}"))
+    return draw(st.sampled_from(candidates))

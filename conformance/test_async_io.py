@@ -1,0 +1,188 @@
+"""The conformance suite for async I/O (spec/async-io.md) and the schedule vocabulary (spec/schedules.md).
+
+Each property names the rules it checks.  It draws a batch of schedules, runs the whole batch
+through the adapter once (`conformance.check`), and compares every trace with the reference trace
+(conformance/checker.py).  Features the adapter does not support are left out of the drawn
+schedules; a property whose core the adapter does not support is reported as UNSUPPORTED.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance.plugin import Conformance
+from conformance.strategies import (
+    Features,
+    batches,
+    config_schedules,
+    default_capacity_schedules,
+    feature_batches,
+    malformed_schedules,
+)
+from reference import run as reference_run
+from spec.schedule import ScheduleError, schedule_from_dict, validate_config
+
+
+def check(conformance: Conformance, data: st.DataObject, f: Features, max_size: int = 12) -> None:
+    batch = data.draw(feature_batches(conformance.features(f), max_size), label="batch")
+    conformance.check(batch)
+
+
+# --------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.rule("AIO-1", "AIO-3")
+@pytest.mark.needs("async.config_validation")
+@given(data=st.data())
+def test_configuration_validation(conformance: Conformance, data: st.DataObject) -> None:
+    """Invalid configurations are refused with a `rejected` trace; valid ones run."""
+    f = conformance.features(Features(timeouts=True, retries=True))
+    batch = data.draw(batches(config_schedules(f)), label="batch")
+    for s in batch:  # the oracle agrees with the static validation of spec/schedule.py
+        try:
+            validate_config(s.config)
+            refused = False
+        except ScheduleError:
+            refused = True
+        assert refused == ([e.event for e in reference_run(s).events] == ["rejected"]), s.to_json()
+    conformance.check(batch)
+
+
+@pytest.mark.rule("AIO-5")
+@given(data=st.data())
+def test_default_capacity(conformance: Conformance, data: st.DataObject) -> None:
+    """Without a capacity the queue holds 100 elements: the 101st record waits."""
+    modes = conformance.features(Features()).modes
+    conformance.check(data.draw(batches(default_capacity_schedules(modes), max_size=3), label="batch"))
+
+
+# --------------------------------------------------------------------------
+# Ordering
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.rule("AIO-12")
+@pytest.mark.needs("async.ordered")
+@given(data=st.data())
+def test_ordered_mode(conformance: Conformance, data: st.DataObject) -> None:
+    check(conformance, data, Features(modes=("ordered",)))
+
+
+@pytest.mark.rule("AIO-13", "AIO-14", "AIO-15")
+@pytest.mark.needs("async.unordered")
+@given(data=st.data())
+def test_unordered_mode(conformance: Conformance, data: st.DataObject) -> None:
+    check(conformance, data, Features(modes=("unordered",)))
+
+
+@pytest.mark.rule("AIO-15", "AIO-16", "AIO-17", "AIO-53")
+@given(data=st.data())
+def test_watermarks(conformance: Conformance, data: st.DataObject) -> None:
+    """Watermarks: never overtaken, emitted at once when nothing is before them, all of them."""
+    check(conformance, data, Features(max_steps=16))
+
+
+@pytest.mark.rule("AIO-51")
+@pytest.mark.needs("async.status")
+@given(data=st.data())
+def test_watermark_statuses(conformance: Conformance, data: st.DataObject) -> None:
+    check(conformance, data, Features(statuses=True))
+
+
+# --------------------------------------------------------------------------
+# Capacity and admission
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.rule("AIO-6", "AIO-7", "AIO-8", "AIO-9", "AIO-10")
+@pytest.mark.needs("scripted")
+@given(data=st.data())
+def test_capacity_and_admission(conformance: Conformance, data: st.DataObject) -> None:
+    """Records and watermarks take slots until emitted; a full queue blocks the input in order."""
+    check(conformance, data, Features(max_capacity=3, max_steps=18))
+
+
+# --------------------------------------------------------------------------
+# Results and failures
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.rule("AIO-18", "AIO-19", "AIO-21")
+@given(data=st.data())
+def test_results(conformance: Conformance, data: st.DataObject) -> None:
+    """Each result list is one run in order with the input's timestamp; repeated completions are ignored."""
+    check(conformance, data, Features(repeats=True))
+
+
+@pytest.mark.rule("AIO-20", "AIO-23")
+@pytest.mark.needs("scripted")
+@given(data=st.data())
+def test_failures(conformance: Conformance, data: st.DataObject) -> None:
+    """An error or a null result fails the task; nothing more is emitted in that incarnation."""
+    check(conformance, data, Features(errors=True, nulls=True))
+
+
+# --------------------------------------------------------------------------
+# Timeouts and retries
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.rule("AIO-2", "AIO-26", "AIO-27", "AIO-28", "AIO-29", "AIO-30", "AIO-31", "AIO-32")
+@pytest.mark.needs("async.timeout", "scripted")
+@given(data=st.data())
+def test_timeouts(conformance: Conformance, data: st.DataObject) -> None:
+    check(conformance, data, Features(timeouts=True, errors=True, max_steps=16))
+
+
+@pytest.mark.rule("AIO-4", "AIO-33", "AIO-34", "AIO-35", "AIO-36", "AIO-37", "AIO-38", "AIO-39", "AIO-40")
+@pytest.mark.needs("async.timeout", "async.retry", "scripted")
+@given(data=st.data())
+def test_retries(conformance: Conformance, data: st.DataObject) -> None:
+    check(conformance, data, Features(timeouts=True, retries=True, errors=True, max_steps=18))
+
+
+# --------------------------------------------------------------------------
+# End of input, checkpoints and restore
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.rule("AIO-42")
+@given(data=st.data())
+def test_end_of_input(conformance: Conformance, data: st.DataObject) -> None:
+    """End of input waits for every queued element; then the operator finishes."""
+    check(conformance, data, Features(drain=True, repeats=False))
+
+
+@pytest.mark.rule("AIO-25", "AIO-41", "AIO-44", "AIO-45", "AIO-46", "AIO-47", "AIO-48")
+@pytest.mark.needs("async.checkpoint", "scripted")
+@given(data=st.data())
+def test_checkpoint_and_restore(conformance: Conformance, data: st.DataObject) -> None:
+    f = Features(checkpoints=True, errors=True, timeouts=True, retries=True, max_steps=20)
+    check(conformance, data, replace(f, on_timeout=("fail", "complete")))
+
+
+# --------------------------------------------------------------------------
+# The schedule vocabulary (reference level: the adapter is not involved)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.rule("SCH-1", "SCH-2", "SCH-3", "SCH-4", "SCH-5", "SCH-6", "SCH-7")
+@given(case=malformed_schedules())
+def test_malformed_schedules_are_refused(conformance: Conformance, case) -> None:  # type: ignore[no-untyped-def]
+    """A malformed schedule raises ScheduleError naming the step (or the configuration) and the rule."""
+    conformance.count(1)
+    where = "the configuration" if case.step is None else f"step {case.step}"
+    try:
+        reference_run(schedule_from_dict(case.data))
+    except ScheduleError as e:
+        assert (e.rule, e.step) == (case.rule, case.step), (
+            f"{case.how}: expected {case.rule} at {where}, got: {e}")
+        assert case.rule in str(e) and (case.step is None or f"step {case.step}" in str(e)), str(e)
+    else:
+        pytest.fail(f"{case.how}: not refused; expected ScheduleError {case.rule} at {where}")

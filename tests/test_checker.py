@@ -1,0 +1,254 @@
+"""The trace checker accepts legal traces and rejects each kind of illegal one, SCRIPTED and FREE.
+
+Expected traces here are written by hand from the rules, not produced by the reference model.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.checker import compare, free_checkable, order_graph
+from spec.adapter import FREE, SCRIPTED
+from spec.schedule import (
+    AsyncIoConfig,
+    CompleteStep,
+    EndStep,
+    Event,
+    RecordStep,
+    Schedule,
+    StatusStep,
+    Trace,
+    WatermarkStep,
+    event,
+)
+
+
+def emit(step: int, record: int, value: int, ts: int | None) -> Event:
+    return event(step, "emit", record=record, value=value, timestamp=ts)
+
+
+def wm(step: int, ts: int) -> Event:
+    return event(step, "watermark", timestamp=ts)
+
+
+def invoke(step: int, record: int, attempt: int = 1) -> Event:
+    return event(step, "invoke", record=record, attempt=attempt)
+
+
+def schedule(mode: str, *, status: bool = False) -> Schedule:
+    """Records 0 (ts 5) and 1 (no ts), watermark 10, records 2 (ts 7) and 3 (ts 8); completions 1, 0, 3, 2."""
+    steps = [RecordStep(1, 5), RecordStep(2, None), WatermarkStep(10), RecordStep(3, 7), RecordStep(4, 8),
+             CompleteStep(1, (10, 11)), CompleteStep(0, (1,)), CompleteStep(3, (3,)), CompleteStep(2, (2,)),
+             EndStep()]
+    if status:  # an idle status between record 2 and record 3 (step 4, records shift by one step)
+        steps.insert(4, StatusStep(True))
+    return Schedule("async_io", AsyncIoConfig(mode=mode, capacity=10), tuple(steps))
+
+
+INVOKES = [invoke(0, 0), invoke(1, 1), invoke(3, 2), invoke(4, 3)]
+# Unordered: record 1 completes first and leaves at once; record 0 then frees the watermark.
+UNORDERED = Trace(tuple(INVOKES + [
+    emit(5, 1, 10, None), emit(5, 1, 11, None), emit(6, 0, 1, 5), wm(6, 10),
+    emit(7, 3, 3, 8), emit(8, 2, 2, 7), event(9, "finished")]))
+# Ordered: nothing leaves before record 0 completes.
+ORDERED = Trace(tuple(INVOKES + [
+    emit(6, 0, 1, 5), emit(6, 1, 10, None), emit(6, 1, 11, None), wm(6, 10),
+    emit(8, 2, 2, 7), emit(8, 3, 3, 8), event(9, "finished")]))
+
+
+def outputs_replaced(trace: Trace, outputs: list[Event]) -> Trace:
+    """The trace with its output events replaced, in the given order, at the output positions."""
+    it = iter(outputs)
+    events = [next(it, None) if e.event in ("emit", "watermark", "status") else e for e in trace.events]
+    kept = [e for e in events if e is not None]
+    return Trace(tuple(kept[:-1] + list(it) + kept[-1:]))
+
+
+def outs(trace: Trace) -> list[Event]:
+    return [e for e in trace.events if e.event in ("emit", "watermark", "status")]
+
+
+# --------------------------------------------------------------------------
+# SCRIPTED
+# --------------------------------------------------------------------------
+
+
+def test_scripted_accepts_identical_trace() -> None:
+    assert compare(schedule("unordered"), UNORDERED, UNORDERED, SCRIPTED) is None
+
+
+def test_scripted_accepts_other_interleaving_of_outputs_and_side_effects_in_a_step() -> None:
+    s = Schedule("async_io", AsyncIoConfig(capacity=1), (RecordStep(1, None), RecordStep(2, None),
+                                                         CompleteStep(0, (5,))))
+    expected = Trace((invoke(0, 0), emit(2, 0, 5, None), invoke(2, 1)))
+    observed = Trace((invoke(0, 0), invoke(2, 1), emit(2, 0, 5, None)))
+    assert compare(s, expected, observed, SCRIPTED) is None
+
+
+def test_scripted_rejects_output_in_another_step() -> None:
+    e = outs(UNORDERED)
+    moved = e[:-1] + [emit(9, 2, 2, 7)]  # emitted one step late
+    m = compare(schedule("unordered"), UNORDERED, outputs_replaced(UNORDERED, moved), SCRIPTED)
+    assert m is not None and m.step == 8 and "AIO-14" in m.rules
+
+
+def test_scripted_rejects_reordered_outputs_inside_a_step() -> None:
+    e = outs(UNORDERED)
+    swapped = [e[1], e[0]] + e[2:]
+    m = compare(schedule("unordered"), UNORDERED, outputs_replaced(UNORDERED, swapped), SCRIPTED)
+    assert m is not None and m.step == 5
+
+
+def test_scripted_rejects_ordered_mode_reorder() -> None:
+    e = outs(ORDERED)
+    reordered = [e[1], e[2], e[0]] + e[3:]
+    m = compare(schedule("ordered"), ORDERED, outputs_replaced(ORDERED, reordered), SCRIPTED)
+    assert m is not None and m.step == 6 and m.rules[0] == "AIO-12"
+
+
+@pytest.mark.parametrize("change", ["missing", "extra", "side effect", "snapshot"])
+def test_scripted_rejects_missing_and_extra_events(change: str) -> None:
+    s = schedule("unordered")
+    events = list(UNORDERED.events)
+    if change == "missing":
+        events.remove(emit(7, 3, 3, 8))
+    elif change == "extra":
+        events.insert(-1, emit(8, 2, 2, 7))
+    elif change == "side effect":
+        events[2] = invoke(3, 2, attempt=2)
+    else:
+        events.insert(-1, event(8, "checkpoint", id=1, snapshot=[]))
+    m = compare(s, UNORDERED, Trace(tuple(events)), SCRIPTED)
+    assert m is not None and m.step in (3, 7, 8)
+
+
+def test_scripted_rejects_running_a_config_that_must_be_refused() -> None:
+    s = Schedule("async_io", AsyncIoConfig(capacity=0), (RecordStep(1, None),))
+    expected = Trace((event(-1, "rejected", reason="AIO-1: capacity must be positive"),))
+    m = compare(s, expected, Trace((invoke(0, 0),)), SCRIPTED)
+    assert m is not None and "AIO-1" in m.rules
+    assert compare(s, expected, Trace((event(-1, "rejected", reason="any text"),)), SCRIPTED) is None
+
+
+def test_scripted_rejects_events_out_of_step_order() -> None:
+    events = list(UNORDERED.events)
+    events[0], events[1] = events[1], events[0]
+    assert compare(schedule("unordered"), UNORDERED, Trace(tuple(events)), SCRIPTED) is not None
+
+
+# --------------------------------------------------------------------------
+# FREE: the partial order
+# --------------------------------------------------------------------------
+
+
+def free(mode: str, expected: Trace, observed_outputs: list[Event], *, status: bool = False):  # type: ignore[no-untyped-def]
+    s = schedule(mode, status=status)
+    assert free_checkable(s)
+    return compare(s, expected, outputs_replaced(expected, observed_outputs), FREE)
+
+
+def test_free_accepts_the_reference_order_and_other_linear_extensions() -> None:
+    e = outs(UNORDERED)  # r1 r1 r0 W r3 r2
+    assert free("unordered", UNORDERED, e) is None
+    assert free("unordered", UNORDERED, [e[2], e[0], e[1], e[3], e[5], e[4]]) is None  # r0 r1 r1 W r2 r3
+    # Step indices mean nothing to a FREE adapter.
+    assert free("unordered", UNORDERED, [Event(0, x.event, x.data) for x in e]) is None
+
+
+def test_free_unordered_accepts_exactly_the_linear_extensions() -> None:
+    e = outs(UNORDERED)
+    r1a, r1b, r0, w, r3, r2 = e
+    legal = 0
+    import itertools
+
+    for perm in itertools.permutations(e):
+        ok = free("unordered", UNORDERED, list(perm)) is None
+        p = perm.index
+        # Written from AIO-13/15/18 directly: records before the watermark precede it, records after
+        # it follow it, record 1's run is contiguous and in result order.
+        want = (max(p(r1a), p(r1b), p(r0)) < p(w) < min(p(r3), p(r2))
+                and p(r1b) == p(r1a) + 1)
+        assert ok == want, perm
+        legal += want
+    assert legal == 2 * 2  # {r1-run, r0} in 2 orders, {r3, r2} in 2 orders
+
+
+def test_free_rejects_record_passing_a_watermark() -> None:
+    r1a, r1b, r0, w, r3, r2 = outs(UNORDERED)
+    m = free("unordered", UNORDERED, [r1a, r1b, r0, r3, w, r2])
+    assert m is not None and m.rules == ("AIO-15",) and m.position == 3
+
+
+def test_free_rejects_watermark_passing_a_record() -> None:
+    r1a, r1b, r0, w, r3, r2 = outs(UNORDERED)
+    m = free("unordered", UNORDERED, [r1a, r1b, w, r0, r3, r2])
+    assert m is not None and m.rules == ("AIO-15",)
+
+
+def test_free_rejects_split_result_run() -> None:
+    r1a, r1b, r0, w, r3, r2 = outs(UNORDERED)
+    m = free("unordered", UNORDERED, [r1a, r0, r1b, w, r3, r2])
+    assert m is not None and m.rules == ("AIO-18",) and "split" in m.what
+
+
+def test_free_rejects_results_out_of_result_order() -> None:
+    r1a, r1b, r0, w, r3, r2 = outs(UNORDERED)
+    m = free("unordered", UNORDERED, [r1b, r1a, r0, w, r3, r2])
+    assert m is not None and m.rules == ("AIO-18",)
+
+
+def test_free_rejects_wrong_timestamp() -> None:
+    r1a, r1b, r0, w, r3, r2 = outs(UNORDERED)
+    m = free("unordered", UNORDERED, [r1a, r1b, emit(6, 0, 1, None), w, r3, r2])
+    assert m is not None and m.rules == ("AIO-18",) and "timestamp" in m.what
+
+
+def test_free_rejects_missing_and_extra_output() -> None:
+    r1a, r1b, r0, w, r3, r2 = outs(UNORDERED)
+    m = free("unordered", UNORDERED, [r1a, r1b, r0, w, r3])
+    assert m is not None and "missing" in m.what
+    m = free("unordered", UNORDERED, [r1a, r1b, r0, w, r3, r2, emit(8, 2, 9, 7)])
+    assert m is not None and "extra" in m.what
+
+
+def test_free_rejects_ordered_mode_reorder() -> None:
+    r0, r1a, r1b, w, r2, r3 = outs(ORDERED)
+    assert free("ordered", ORDERED, [r0, r1a, r1b, w, r2, r3]) is None
+    m = free("ordered", ORDERED, [r1a, r1b, r0, w, r2, r3])
+    assert m is not None and m.rules == ("AIO-12",)
+    m = free("ordered", ORDERED, [r0, r1a, r1b, w, r3, r2])
+    assert m is not None and m.rules == ("AIO-12",)
+
+
+def test_free_status_is_not_overtaken_by_later_input() -> None:
+    # The status (input step 4) bypasses the queue (AIO-51): it may come before the outputs of
+    # records 0..2, but before the output of record 3, which arrives after it.
+    s = schedule("unordered", status=True)
+    st_ = event(4, "status", idle=True)
+    base = Trace(tuple([invoke(0, 0), invoke(1, 1), invoke(3, 2), st_, invoke(5, 3),
+                        emit(6, 1, 10, None), emit(6, 1, 11, None), emit(7, 0, 1, 5), wm(7, 10),
+                        emit(8, 3, 3, 8), emit(9, 2, 2, 7), event(10, "finished")]))
+    st_o, r1a, r1b, r0, w, r3, r2 = outs(base)
+    g = order_graph(s, outs(base))
+    assert g.edges[("status", 0), ("emit", 3, 0)]["rule"] == "AIO-51"
+    assert compare(s, base, outputs_replaced(base, [r1a, r1b, r0, w, st_o, r2, r3]), FREE) is None
+    m = compare(s, base, outputs_replaced(base, [r1a, r1b, r0, w, r3, st_o, r2]), FREE)
+    assert m is not None and m.rules == ("AIO-51",)
+
+
+def test_free_rejects_failures_and_wrong_invokes() -> None:
+    s = schedule("unordered")
+    events = list(UNORDERED.events)
+    events[1] = invoke(1, 1, attempt=2)
+    assert compare(s, UNORDERED, Trace(tuple(events)), FREE) is not None
+    events = list(UNORDERED.events)[:-1] + [event(9, "fail", record=None, reason="error")]
+    assert compare(s, UNORDERED, Trace(tuple(events)), FREE) is not None
+
+
+def test_free_checking_is_defined_only_without_timers_and_crashes() -> None:
+    s = schedule("unordered")
+    assert free_checkable(s)
+    assert not free_checkable(Schedule("async_io", AsyncIoConfig(timeout=5), s.steps))
+    assert not free_checkable(Schedule("async_io", s.config, s.steps[:-1]))  # no end of input
+    with pytest.raises(ValueError):
+        compare(Schedule("async_io", AsyncIoConfig(timeout=5), s.steps), UNORDERED, UNORDERED, FREE)
