@@ -100,7 +100,7 @@ def test_watermark_statuses(conformance: Conformance, data: st.DataObject) -> No
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.rule("AIO-6", "AIO-7", "AIO-8", "AIO-9", "AIO-10")
+@pytest.mark.rule("AIO-6", "AIO-7", "AIO-8", "AIO-9")
 @pytest.mark.needs("scripted")
 @given(data=st.data())
 def test_capacity_and_admission(conformance: Conformance, data: st.DataObject) -> None:
@@ -120,7 +120,7 @@ def test_results(conformance: Conformance, data: st.DataObject) -> None:
     check(conformance, data, Features(repeats=True))
 
 
-@pytest.mark.rule("AIO-20", "AIO-23")
+@pytest.mark.rule("AIO-20", "AIO-23", "AIO-58")
 @pytest.mark.needs("scripted")
 @given(data=st.data())
 def test_failures(conformance: Conformance, data: st.DataObject) -> None:
@@ -133,14 +133,16 @@ def test_failures(conformance: Conformance, data: st.DataObject) -> None:
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.rule("AIO-2", "AIO-26", "AIO-27", "AIO-28", "AIO-29", "AIO-30", "AIO-31", "AIO-32")
+@pytest.mark.rule("AIO-2", "AIO-26", "AIO-27", "AIO-28", "AIO-29", "AIO-30", "AIO-31", "AIO-32", "AIO-54",
+                  "AIO-59")
 @pytest.mark.needs("async.timeout", "scripted")
 @given(data=st.data())
 def test_timeouts(conformance: Conformance, data: st.DataObject) -> None:
     check(conformance, data, Features(timeouts=True, errors=True, max_steps=16))
 
 
-@pytest.mark.rule("AIO-4", "AIO-33", "AIO-34", "AIO-35", "AIO-36", "AIO-37", "AIO-38", "AIO-39", "AIO-40")
+@pytest.mark.rule("AIO-4", "AIO-33", "AIO-34", "AIO-35", "AIO-36", "AIO-37", "AIO-38", "AIO-39", "AIO-40",
+                  "AIO-54", "AIO-60")
 @pytest.mark.needs("async.timeout", "async.retry", "scripted")
 @given(data=st.data())
 def test_retries(conformance: Conformance, data: st.DataObject) -> None:
@@ -152,14 +154,14 @@ def test_retries(conformance: Conformance, data: st.DataObject) -> None:
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.rule("AIO-42")
+@pytest.mark.rule("AIO-42", "AIO-56")
 @given(data=st.data())
 def test_end_of_input(conformance: Conformance, data: st.DataObject) -> None:
     """End of input waits for every queued element; then the operator finishes."""
     check(conformance, data, Features(drain=True, repeats=False))
 
 
-@pytest.mark.rule("AIO-25", "AIO-41", "AIO-44", "AIO-45", "AIO-46", "AIO-47", "AIO-48")
+@pytest.mark.rule("AIO-25", "AIO-41", "AIO-44", "AIO-45", "AIO-46", "AIO-47", "AIO-48", "AIO-55", "AIO-57")
 @pytest.mark.needs("async.checkpoint", "scripted")
 @given(data=st.data())
 def test_checkpoint_and_restore(conformance: Conformance, data: st.DataObject) -> None:

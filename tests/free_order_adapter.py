@@ -1,0 +1,53 @@
+"""A test adapter that declares FREE completion order and emits a legal order different from the
+reference: within every unordered segment (between watermarks and statuses) the records' result
+runs come in reverse.  FREE checking must accept it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from adapters.reference import ReferenceAdapter
+from spec.adapter import CAPABILITIES, FREE
+from spec.schedule import OUTPUT_EVENTS, Event, Schedule, Trace
+
+
+def reverse_segments(outputs: list[Event]) -> list[Event]:
+    """Reverse the order of the record runs between consecutive watermarks/statuses."""
+    out: list[Event] = []
+    runs: list[list[Event]] = []
+    for e in outputs + [Event(-1, "watermark", (None,))]:
+        if e.event == "emit":
+            if runs and runs[-1][0].record == e.record:
+                runs[-1].append(e)
+            else:
+                runs.append([e])
+            continue
+        for run in reversed(runs):
+            out += run
+        runs = []
+        out.append(e)
+    return out[:-1]
+
+
+class FreeOrderAdapter:
+    name = "free-order"
+    completion_order = FREE
+
+    def __init__(self) -> None:
+        self.inner = ReferenceAdapter()
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        return {c: None for c in CAPABILITIES}
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        return [self.run(s) for s in schedules]
+
+    def run(self, schedule: Schedule) -> Trace:
+        (trace,) = self.inner.run_batch([schedule])
+        if schedule.config.mode != "unordered":
+            return trace
+        outputs = iter(reverse_segments([e for e in trace.events if e.event in OUTPUT_EVENTS]))
+        return Trace(tuple(next(outputs) if e.event in OUTPUT_EVENTS else e for e in trace.events))
+
+    def close(self) -> None:
+        self.inner.close()

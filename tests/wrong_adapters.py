@@ -1,0 +1,99 @@
+"""Deliberately wrong adapters, to show that the suite catches them (tests/test_suite_failures.py).
+
+Each wraps the reference adapter and breaks one rule; they are test doubles, so unlike real
+adapters they may import `reference`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from adapters.reference import ReferenceAdapter
+from spec.adapter import CAPABILITIES, SCRIPTED, AdapterError
+from spec.schedule import CompleteStep, RestoreStep, Schedule, Trace
+
+
+class _Wrapper:
+    completion_order = SCRIPTED
+
+    def __init__(self) -> None:
+        self.inner = ReferenceAdapter()
+        self.name = type(self).__name__
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        return {c: None for c in CAPABILITIES}
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        return [self.run(s) for s in schedules]
+
+    def run(self, schedule: Schedule) -> Trace:
+        (trace,) = self.inner.run_batch([schedule])
+        return trace
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class CapacityOffByOne(_Wrapper):
+    """Admits one element more than the capacity (breaks AIO-6, AIO-7)."""
+
+    def run(self, schedule: Schedule) -> Trace:
+        if schedule.config.capacity <= 0:
+            return super().run(schedule)
+        steps = tuple(replace(s, capacity=s.capacity + 1) if isinstance(s, RestoreStep) and s.capacity else s
+                      for s in schedule.steps)
+        config = replace(schedule.config, capacity=schedule.config.capacity + 1)
+        return super().run(replace(schedule, config=config, steps=steps))
+
+
+class OrderedAsUnordered(_Wrapper):
+    """Runs ordered mode as unordered mode (breaks AIO-12)."""
+
+    def run(self, schedule: Schedule) -> Trace:
+        return super().run(replace(schedule, config=replace(schedule.config, mode="unordered")))
+
+
+class RecordPassesWatermark(_Wrapper):
+    """Unordered mode emits a record's results at its completion, even behind a watermark (breaks AIO-13,
+    AIO-15)."""
+
+    def run(self, schedule: Schedule) -> Trace:
+        trace = super().run(schedule)
+        if schedule.config.mode != "unordered":
+            return trace
+        completed: dict[int, int] = {}
+        for i, s in enumerate(schedule.steps):
+            if isinstance(s, CompleteStep):
+                completed.setdefault(s.record, i)
+        events = [replace(e, step=min(e.step, completed.get(e.record, e.step))) if e.event == "emit" else e
+                  for e in trace.events]
+        return Trace(tuple(sorted(events, key=lambda e: e.step)))
+
+
+class NoTimeouts(_Wrapper):
+    """Declares that it has no timers: properties that need them are UNSUPPORTED."""
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        caps = dict(super().capabilities())
+        caps["async.timeout"] = "this engine has no processing-time timers"
+        caps["async.retry"] = "no timers, so no retry backoff"
+        return caps
+
+
+class Hangs(_Wrapper):
+    """run_batch never returns."""
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        threading.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def broken() -> object:
+    """A factory that cannot build its adapter."""
+    raise AdapterError("Java not found (set JAVA_HOME)")
+
+
+def not_an_adapter() -> object:
+    return object()
