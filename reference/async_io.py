@@ -23,7 +23,6 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Union
 
 from spec.schedule import (
     AdvanceStep,
@@ -81,7 +80,7 @@ class _Watermark:
     timestamp: int
 
 
-Entry = Union[_Record, _Watermark]
+Entry = _Record | _Watermark
 
 
 def _is_complete(entry: Entry) -> bool:
@@ -98,7 +97,7 @@ class _OrderedQueue:
     """AIO-12: emit in admission order, only the complete head."""
 
     def __init__(self) -> None:
-        self._entries: Deque[Entry] = deque()
+        self._entries: deque[Entry] = deque()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -122,14 +121,14 @@ class _OrderedQueue:
 class _Segment:
     watermark: bool  # a watermark's own segment (AIO-13)
     incomplete: dict[int, _Record] = field(default_factory=dict)  # admission order (AIO-55)
-    completed: Deque[Entry] = field(default_factory=deque)  # completion order (AIO-14)
+    completed: deque[Entry] = field(default_factory=deque)  # completion order (AIO-14)
 
 
 class _UnorderedQueue:
     """AIO-13/AIO-14: segments in order; inside a segment, completion order."""
 
     def __init__(self) -> None:
-        self._segments: Deque[_Segment] = deque()
+        self._segments: deque[_Segment] = deque()
         self._size = 0
 
     def __len__(self) -> int:
@@ -174,7 +173,7 @@ class _UnorderedQueue:
         return tuple(out)
 
 
-Queue = Union[_OrderedQueue, _UnorderedQueue]
+Queue = _OrderedQueue | _UnorderedQueue
 
 
 # --------------------------------------------------------------------------
@@ -311,7 +310,7 @@ class AsyncIoModel:
         self.finished = False
         self._capacity = capacity
         self._queue: Queue = _OrderedQueue() if self.config.mode == "ordered" else _UnorderedQueue()
-        self._channel: Deque[tuple[str, int]] = deque(stored)
+        self._channel: deque[tuple[str, int]] = deque(stored)
         self._admitted: dict[int, _Record] = {}
         self._in_flight: dict[int, _Record] = {}
         self._timers: dict[int, tuple[int, str, _Record]] = {}  # id -> (deadline, kind, record)
@@ -477,7 +476,8 @@ class AsyncIoModel:
         retry = self._retry
         if retry is None or self.ended:
             return False
-        wanted = (error is not None and retry.if_error) or (result is not None and not result and retry.if_empty)
+        empty = result is not None and len(result) == 0
+        wanted = (error is not None and retry.if_error) or (empty and retry.if_empty)
         deadline = record.admitted_at + self.config.timeout
         return wanted and record.attempt <= retry.max_attempts and self.now < deadline
 
