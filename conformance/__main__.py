@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conformance.checker import compare, format_report
+from conformance.checker import compare, format_report, reference_trace
 from conformance.registry import load_adapter
 from spec.adapter import AdapterError
 from spec.schedule import Schedule, ScheduleError, Trace, parse_schedule
@@ -46,11 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adapter", default="reference", help="reference, pyspark or module:factory")
     args = parser.parse_args(argv)
     try:
-        schedule = parse_schedule(_read(args))
-        if args.command == "check":
-            from reference import run as reference_run
-
-            expected = reference_run(schedule)  # raises ScheduleError for dynamic SCH rules
+        # A configuration the operator refuses is not malformed: it must give a `rejected` trace.
+        schedule = parse_schedule(_read(args), validate=False)
+        expected = reference_trace(schedule)  # validates; raises ScheduleError for malformed schedules
         name, order, trace = _run(args.adapter, schedule)
     except ScheduleError as e:
         print(f"malformed schedule: {e}", file=sys.stderr)

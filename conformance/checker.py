@@ -37,14 +37,30 @@ from spec.schedule import (
     Event,
     RecordStep,
     Schedule,
+    ScheduleError,
     StatusStep,
     Step,
     Trace,
     WatermarkStep,
+    event,
     step_to_dict,
 )
 
 SIDE_EFFECTS = frozenset({"invoke", "timeout"})
+# Configuration errors that the operator refuses with a `rejected` trace (not a malformed schedule).
+REJECTING_RULES = ("AIO-1", "AIO-3")
+
+
+def reference_trace(schedule: Schedule) -> Trace:
+    """The trace the rules require: the reference run, or `rejected` for a refused configuration."""
+    from reference import run
+
+    try:
+        return run(schedule)
+    except ScheduleError as e:
+        if e.step is None and e.rule in REJECTING_RULES:
+            return Trace((event(-1, "rejected", reason=str(e)),))
+        raise
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from conformance.checker import compare, format_report
+from conformance.checker import compare, format_report, reference_trace
 from conformance.registry import load_adapter
 from conformance.strategies import Features
 from spec.adapter import FREE, SCRIPTED, Adapter, AdapterError
@@ -44,8 +44,8 @@ _COMMON: dict[str, Any] = dict(
     deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
-# Batches average about 6 schedules, so 60 examples give well over 200 schedules per property.
-settings.register_profile("default", max_examples=60, derandomize=True, database=None, **_COMMON)
+# Batches average 3 to 5 schedules, so 100 examples give over 200 schedules per property.
+settings.register_profile("default", max_examples=100, derandomize=True, database=None, **_COMMON)
 settings.register_profile("thorough", max_examples=1000, derandomize=False, database=None, **_COMMON)
 PROFILES = ("default", "thorough")
 
@@ -136,11 +136,9 @@ class Conformance:
 
     def check(self, schedules: Sequence[Schedule]) -> None:
         """Run the batch once through the adapter and compare every trace with the reference."""
-        from reference import run as reference_run
-
         observed = self.run_batch(schedules)
         for schedule, got in zip(schedules, observed):
-            want = reference_run(schedule)
+            want = reference_trace(schedule)
             mismatch = compare(schedule, want, got, self.completion_order)
             if mismatch is not None:
                 raise ConformanceFailure(format_report(

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import strategies as st
-from reference.async_io import AsyncIoModel
 
+from reference.async_io import AsyncIoModel
 from spec.adapter import FREE
 from spec.schedule import (
     DEFAULT_CAPACITY,
@@ -142,12 +142,14 @@ class _Drawing:
         self.watermark = 0
         self.ids = itertools.count(1)
         self.timers = f.timeouts or retry_enabled(config)
+        self.ended = False  # an `end` step came in this incarnation (taken or still in the channel)
 
     def apply(self, step: Step) -> None:
         self.model.apply(len(self.steps), step)
         self.steps.append(step)
         if isinstance(step, RecordStep):
             self.records += 1
+        self.ended = isinstance(step, EndStep) or (self.ended and not isinstance(step, RestoreStep))
 
     # The ops that are valid now, simplest first (hypothesis shrinks towards the first).
     def options(self) -> list[str]:
@@ -155,19 +157,19 @@ class _Drawing:
         if not m.alive:
             return ["restore"] if f.checkpoints else []
         ops: list[str] = []
-        if not m.ended:
+        if not self.ended:
             ops.append("record")
         if m.outstanding():
             ops += ["complete"] + (["error"] if f.errors else [])
         elif f.repeats and m.admitted():
             ops.append("complete")
-        if not m.ended:
+        if not self.ended:
             ops += (["watermark"] if f.watermarks else []) + (["status"] if f.statuses else [])
             ops += ["end"] if f.end and not f.drain else []
         if self.timers:
             ops.append("advance")
         if f.checkpoints:
-            ops += (["checkpoint"] if not m.ended else []) + ["crash"]
+            ops += (["checkpoint"] if not self.ended else []) + ["crash"]
         return ops
 
     def step(self, op: str) -> Step:
@@ -206,7 +208,7 @@ class _Drawing:
         """End of input, then complete the outstanding calls (in a drawn order) until finished."""
         if not self.model.alive:
             return
-        if not self.model.ended:
+        if not self.ended:
             self.apply(EndStep())
         for _ in range(10 * (self.records + 1)):
             pending = self.model.outstanding()
@@ -216,13 +218,18 @@ class _Drawing:
             self.apply(CompleteStep(record, tuple(self.draw(RESULT))))
 
 
+# How often each op is offered when it is valid (records and completions make schedules interesting).
+WEIGHTS = {"record": 3, "complete": 3, "advance": 2}
+
+
 def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
     d = _Drawing(draw, f, config)
     for _ in range(draw(st.integers(0, f.max_steps))):
         ops = d.options()
         if not ops:
             break
-        d.apply(d.step(draw(st.sampled_from(ops))))
+        weighted = [op for op in ops for _ in range(WEIGHTS.get(op, 1))]
+        d.apply(d.step(draw(st.sampled_from(weighted))))
     if f.drain:
         d.drain()
     return d

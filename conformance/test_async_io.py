@@ -14,9 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conformance.checker import reference_trace
 from conformance.plugin import Conformance
 from conformance.strategies import (
     Features,
+    Malformed,
     batches,
     config_schedules,
     default_capacity_schedules,
@@ -50,7 +52,7 @@ def test_configuration_validation(conformance: Conformance, data: st.DataObject)
             refused = False
         except ScheduleError:
             refused = True
-        assert refused == ([e.event for e in reference_run(s).events] == ["rejected"]), s.to_json()
+        assert refused == ([e.event for e in reference_trace(s).events] == ["rejected"]), s.to_json()
     conformance.check(batch)
 
 
@@ -59,7 +61,7 @@ def test_configuration_validation(conformance: Conformance, data: st.DataObject)
 def test_default_capacity(conformance: Conformance, data: st.DataObject) -> None:
     """Without a capacity the queue holds 100 elements: the 101st record waits."""
     modes = conformance.features(Features()).modes
-    conformance.check(data.draw(batches(default_capacity_schedules(modes), max_size=3), label="batch"))
+    conformance.check(data.draw(batches(default_capacity_schedules(modes), max_size=6), label="batch"))
 
 
 # --------------------------------------------------------------------------
@@ -175,16 +177,17 @@ def test_checkpoint_and_restore(conformance: Conformance, data: st.DataObject) -
 
 
 @pytest.mark.rule("SCH-1", "SCH-2", "SCH-3", "SCH-4", "SCH-5", "SCH-6", "SCH-7")
-@given(case=malformed_schedules())
-def test_malformed_schedules_are_refused(conformance: Conformance, case) -> None:  # type: ignore[no-untyped-def]
+@given(cases=st.lists(malformed_schedules(), min_size=1, max_size=8))
+def test_malformed_schedules_are_refused(conformance: Conformance, cases: list[Malformed]) -> None:
     """A malformed schedule raises ScheduleError naming the step (or the configuration) and the rule."""
-    conformance.count(1)
-    where = "the configuration" if case.step is None else f"step {case.step}"
-    try:
-        reference_run(schedule_from_dict(case.data))
-    except ScheduleError as e:
-        assert (e.rule, e.step) == (case.rule, case.step), (
-            f"{case.how}: expected {case.rule} at {where}, got: {e}")
-        assert case.rule in str(e) and (case.step is None or f"step {case.step}" in str(e)), str(e)
-    else:
-        pytest.fail(f"{case.how}: not refused; expected ScheduleError {case.rule} at {where}")
+    conformance.count(len(cases))
+    for case in cases:
+        where = "the configuration" if case.step is None else f"step {case.step}"
+        try:
+            reference_run(schedule_from_dict(case.data))
+        except ScheduleError as e:
+            assert (e.rule, e.step) == (case.rule, case.step), (
+                f"{case.how}: expected {case.rule} at {where}, got: {e}")
+            assert case.rule in str(e) and (case.step is None or f"step {case.step}" in str(e)), str(e)
+        else:
+            pytest.fail(f"{case.how}: not refused; expected ScheduleError {case.rule} at {where}")
