@@ -294,67 +294,104 @@ class Malformed:
 
 MALFORMED_FEATURES = Features(max_capacity=2, statuses=True, timeouts=True, on_timeout=("fail", "ignore"),
                               checkpoints=True, errors=True, nulls=True, max_steps=12)
-
-
 _RECORD: dict[str, Any] = {"op": "record", "value": 1, "timestamp": None}
 
 
-def _inserted(d: _Drawing, draw: Any) -> list[tuple[int, dict[str, Any], str, str]]:
-    """Static defects, each a step to insert at a position: (position, step, rule, how)."""
-    steps = d.steps
+def _fresh_incarnation(d: _Drawing, capacity: int | None = None) -> None:
+    """Valid steps that end the current incarnation and start an empty one (restore from nothing)."""
+    if d.model.alive:
+        d.apply(CrashStep())
+    d.apply(RestoreStep(None, capacity))
+
+
+def _blocked_record(d: _Drawing) -> int:
+    """Valid steps leaving a record waiting in the input channel of a fresh capacity-1 incarnation."""
+    _fresh_incarnation(d, capacity=1)
+    d.apply(RecordStep(1, None))
+    d.apply(RecordStep(2, None))
+    return d.records - 1
+
+
+# Each defect: valid steps appended to the drawn schedule (through the model), then one bad step.
+# Returns (bad step, rule, description); the bad step's index is len(d.steps).
+def _not_admitted(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    if d.records and draw(st.booleans()):
+        _fresh_incarnation(d)  # no record of an earlier incarnation is admitted in this one
+        r = draw(st.integers(0, d.records - 1))
+        return {"op": "complete", "record": r, "result": []}, "SCH-4", "a completion of a record not restored"
+    return ({"op": "complete", "record": _blocked_record(d), "result": []}, "SCH-4",
+            "a completion of a record still waiting in the input channel")
+
+
+def _untaken_restore(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    _blocked_record(d)
+    checkpoint = next(d.ids)
+    d.apply(CheckpointStep(checkpoint))  # behind the blocked record: never taken
+    d.apply(CrashStep())
+    return ({"op": "restore", "checkpoint": checkpoint}, "SCH-5",
+            "a restore of a checkpoint whose barrier was never taken")
+
+
+def _duplicate_checkpoint(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    _fresh_incarnation(d)
+    checkpoint = next(d.ids)
+    d.apply(CheckpointStep(checkpoint))
+    return {"op": "checkpoint", "id": checkpoint}, "SCH-5", "a checkpoint id used twice"
+
+
+def _never_taken(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    if d.model.alive:
+        d.apply(CrashStep())
+    return {"op": "restore", "checkpoint": 999}, "SCH-5", "a restore of a checkpoint id never used"
+
+
+def _after_end(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    if not d.ended:
+        if not d.model.alive:
+            d.apply(RestoreStep(None, None))
+        d.apply(EndStep())
+    return dict(_RECORD), "SCH-6", "a record after end of input"
+
+
+def _after_crash(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    _fresh_incarnation(d)
+    d.apply(CrashStep())
+    return {"op": "advance", "ms": 1}, "SCH-7", "a step other than restore after a crash"
+
+
+def _after_failure(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    _fresh_incarnation(d)
+    d.apply(RecordStep(1, None))
+    d.apply(CompleteStep(d.records - 1, None))  # AIO-20: a null result fails the task (no retry here)
+    assert not d.model.alive, "a null result without retry must fail the task"
+    return dict(_RECORD), "SCH-7", "a record after a task failure"
+
+
+def _restore_alive(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    if not d.model.alive:
+        d.apply(RestoreStep(None, None))
+    return {"op": "restore", "checkpoint": None}, "SCH-7", "a restore while the task is alive"
+
+
+APPENDED = (_not_admitted, _untaken_restore, _duplicate_checkpoint, _never_taken, _after_end, _after_crash,
+            _after_failure, _restore_alive)
+
+
+def _inserted(steps: list[dict[str, Any]], draw: Any) -> Malformed | None:
+    """A step that no model state makes valid (SCH-1, SCH-2, SCH-3), inserted at a drawn position."""
     p = draw(st.integers(0, len(steps)))
-    prefix = steps[:p]
-    records = sum(isinstance(s, RecordStep) for s in prefix)
-    out: list[tuple[int, dict[str, Any], str, str]] = [
-        (p, {"op": "assign_split", "split": 1}, "SCH-1", "a step of another area"),
-        (p, {"op": "advance", "ms": -5}, "SCH-2", "a negative advance"),
-        (p, {"op": "record", "value": "seven", "timestamp": None}, "SCH-2", "a string value"),
-        (p, {"op": "watermark", "timestamp": 1, "colour": "red"}, "SCH-2", "an unknown field"),
-        (p, {"op": "complete", "record": records + draw(st.integers(0, 2)), "result": []}, "SCH-3",
+    if p and steps[p - 1]["op"] == "crash":
+        return None  # SCH-7 would be checked first
+    records = sum(s["op"] == "record" for s in steps[:p])
+    step, rule, how = draw(st.sampled_from([
+        ({"op": "assign_split", "split": 1}, "SCH-1", "a step of another area"),
+        ({"op": "advance", "ms": -5}, "SCH-2", "a negative advance"),
+        ({"op": "record", "value": "seven", "timestamp": None}, "SCH-2", "a string value"),
+        ({"op": "watermark", "timestamp": 1, "colour": "red"}, "SCH-2", "an unknown field"),
+        ({"op": "complete", "record": records + draw(st.integers(0, 2)), "result": []}, "SCH-3",
          "a completion of a record that has not arrived"),
-        (p, {"op": "restore", "checkpoint": 999}, "SCH-5", "a restore of a checkpoint never taken"),
-    ]
-    if prefix and isinstance(prefix[-1], CrashStep):
-        # SCH-7 is checked first at a step after a crash.
-        out = [x for x in out if x[2] != "SCH-3"]
-        out.append((p, {"op": "advance", "ms": 1}, "SCH-7", "a step other than restore after a crash"))
-        return out
-    used = [s.id for s in prefix if isinstance(s, CheckpointStep)]
-    if used:
-        out.append((p, {"op": "checkpoint", "id": draw(st.sampled_from(used))}, "SCH-5",
-                    "a checkpoint id used twice"))
-    if _ended(prefix):
-        out.append((p, _RECORD, "SCH-6", "a record after end of input"))
-    return out
-
-
-def _ended(steps: list[Step]) -> bool:
-    """Whether an `end` step came after the last restore (SCH-6)."""
-    ended = False
-    for s in steps:
-        ended = isinstance(s, EndStep) or (ended and not isinstance(s, RestoreStep))
-    return ended
-
-
-def _appended(d: _Drawing, draw: Any) -> list[tuple[dict[str, Any], str, str]]:
-    """Dynamic defects, each a step to append: (step, rule, how)."""
-    m = d.model
-    out: list[tuple[dict[str, Any], str, str]] = []
-    if m.alive:
-        waiting = sorted(set(range(d.records)) - set(m.admitted()))
-        if waiting:
-            out.append(({"op": "complete", "record": draw(st.sampled_from(waiting)), "result": []}, "SCH-4",
-                        "a completion of a record that is not admitted in this incarnation"))
-        out.append(({"op": "restore", "checkpoint": None}, "SCH-7", "a restore while the task is alive"))
-    elif not (d.steps and isinstance(d.steps[-1], CrashStep)) and not _ended(d.steps):
-        out.append((_RECORD, "SCH-7", "a record after a task failure"))
-    if not m.alive:
-        seen = [s.id for s in d.steps if isinstance(s, CheckpointStep)]
-        untaken = sorted(set(seen) - set(m.taken_checkpoints))
-        if untaken:
-            out.append(({"op": "restore", "checkpoint": draw(st.sampled_from(untaken))}, "SCH-5",
-                        "a restore of a checkpoint whose barrier was never processed"))
-    return out
+    ]))
+    return Malformed({"steps": steps[:p] + [step] + steps[p:]}, p, rule, f"{how}, inserted at step {p}")
 
 
 @st.composite
@@ -364,16 +401,17 @@ def malformed_schedules(draw: Any) -> Malformed:
     config = draw(configs(f))
     d = _draw_steps(draw, f, config)
     base = Schedule("async_io", config, tuple(d.steps)).to_dict()
-    candidates: list[Malformed] = [
-        Malformed({**base, "area": "sources"}, None, "SCH-1", "an unknown area"),
-        Malformed({**base, "config": {**base["config"], "colour": 1}}, None, "SCH-2",
-                  "an unknown config field"),
-    ]
-    for p, step, rule, how in _inserted(d, draw):
-        steps = base["steps"][:p] + [step] + base["steps"][p:]
-        candidates.append(Malformed({**base, "steps": steps}, p, rule, f"{how}, inserted at step {p}"))
-    for step, rule, how in _appended(d, draw):
-        n = len(base["steps"])
-        appended = {**base, "steps": base["steps"] + [step]}
-        candidates.append(Malformed(appended, n, rule, f"{how}, at step {n}"))
-    return draw(st.sampled_from(candidates))
+    kind = draw(st.sampled_from(("inserted", "appended", "area", "config")))
+    if kind == "area":
+        return Malformed({**base, "area": "sources"}, None, "SCH-1", "an unknown area")
+    if kind == "config":
+        return Malformed({**base, "config": {**base["config"], "colour": 1}}, None, "SCH-2",
+                         "an unknown config field")
+    if kind == "inserted":
+        case = _inserted(base["steps"], draw)
+        if case is not None:
+            return replace(case, data={**base, **case.data})
+    step, rule, how = draw(st.sampled_from(APPENDED))(d, draw)
+    n = len(d.steps)
+    steps = Schedule("async_io", config, tuple(d.steps)).to_dict()["steps"] + [step]
+    return Malformed({**base, "steps": steps}, n, rule, f"{how}, at step {n}")
