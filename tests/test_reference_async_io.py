@@ -686,7 +686,8 @@ def test_timeout_cancels_a_pending_retry_aio_37() -> None:
 
 
 def test_timeout_with_completing_handler_during_backoff_aio_37() -> None:
-    cfg = {"timeout": 50, "on_timeout": "complete", "timeout_result": [0], "retry": fixed(3, 40, if_empty=True)}
+    cfg = {"timeout": 50, "on_timeout": "complete", "timeout_result": [0],
+           "retry": fixed(3, 40, if_empty=True)}
     check(cfg, """
         record 1
         advance 20
