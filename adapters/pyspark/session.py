@@ -1,0 +1,120 @@
+"""One shared SparkSession per process, classic local mode by default, Spark Connect on request.
+
+* `SPARK_REMOTE` set (`sc://host:port`, or `local[N]` for an embedded Connect
+  server): Spark Connect.  A `local[N]` remote gets task retries (`local[N,F]`)
+  so that injected task failures are retried.
+* `CONFORMANCE_SPARK_MASTER`: an explicit master for classic mode (default
+  `local[2,F]`).
+* `CONFORMANCE_SPARK_MAX_FAILURES`: F, the task attempts Spark allows
+  (default 1000; every crash step or task failure of a schedule uses one).
+
+No SparkContext or RDD API is used outside classic-only log-level setting, so the
+same code runs under Connect.  Missing Java or pyspark raise AdapterError with a
+one-line message before any JVM is started.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from spec.adapter import AdapterError
+
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
+DEFAULT_MAX_FAILURES = 1000
+
+_session: Any = None
+
+
+def max_task_failures() -> int:
+    return int(os.environ.get("CONFORMANCE_SPARK_MAX_FAILURES", DEFAULT_MAX_FAILURES))
+
+
+def _check_pyspark() -> None:
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        raise AdapterError(f"pyspark adapter: {e.name} is not installed (pip install -e '.[spark]')") from None
+
+
+def _check_java() -> None:
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        raise AdapterError("pyspark adapter: Java not found (install Java 17+ or set JAVA_HOME)")
+    try:
+        subprocess.run([java, "-version"], capture_output=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise AdapterError(f"pyspark adapter: `{java} -version` failed: {e}") from None
+
+
+def _prepare_environment() -> None:
+    # Workers must run this interpreter (pitfall P1) and import adapters/spec (P2).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if REPO_ROOT not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, *paths])
+
+
+def _with_failures(master: str) -> str:
+    """local[N] -> local[N,F]: plain local mode never retries a failed task."""
+    m = re.fullmatch(r"local(\[(\d+|\*)\])?", master)
+    if not m:
+        return master
+    return f"local[{m.group(2) or 1},{max_task_failures()}]"
+
+
+_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def get_spark() -> Any:
+    """The process's shared SparkSession (created on first use)."""
+    global _session
+    if _session is not None:
+        return _session
+    _check_pyspark()
+    remote = os.environ.get("SPARK_REMOTE")
+    if not remote or remote.startswith("local"):
+        _check_java()
+    _prepare_environment()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("flink-semantics-pyspark")
+    for k, v in _CONF.items():
+        builder = builder.config(k, v)
+    try:
+        if remote:
+            spark = builder.remote(_with_failures(remote)).getOrCreate()
+        else:
+            master = os.environ.get("CONFORMANCE_SPARK_MASTER", "local[2]")
+            spark = (builder.master(_with_failures(master))
+                     .config("spark.task.maxFailures", str(max_task_failures())).getOrCreate())
+            spark.sparkContext.setLogLevel("FATAL")  # classic only; injected task failures are expected
+    except Exception as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise AdapterError(f"pyspark adapter: could not start Spark: {msg}") from None
+    _session = spark
+    return spark
+
+
+def stop_spark() -> None:
+    global _session
+    if _session is not None:
+        _session.stop()
+        _session = None
