@@ -198,10 +198,11 @@ class Entry:
     """One queue slot: a record (with its call state) or a watermark (AIO-6)."""
 
     __slots__ = ("element", "done", "result", "attempt", "start", "accepting",
-                 "timeout_timer", "retry_timer", "retry_order", "call", "segment", "expired")
+                 "timeout_timer", "retry_timer", "seq", "call", "segment", "expired", "stalled")
 
-    def __init__(self, element: Stored, start: float):
+    def __init__(self, element: Stored, start: float, seq: int = 0):
         self.element = element
+        self.seq = seq  # admission order
         self.done = isinstance(element, Watermark)  # a watermark is always complete (AIO-12)
         self.result: list = []
         self.attempt = 0
@@ -209,10 +210,10 @@ class Entry:
         self.accepting = False  # a completion would be taken now (AIO-21, AIO-38)
         self.timeout_timer: Any = None
         self.retry_timer: Any = None
-        self.retry_order: int | None = None
         self.call: Any = None  # the service's handle of the outstanding call
         self.segment: Any = None
-        self.expired = False  # the timeout fired: no more retries (AIO-37)
+        self.expired = False  # the timeout fired: no more retries (AIO-33, AIO-37)
+        self.stalled = False  # timed out while waiting for a retry, handler did nothing (AIO-37)
 
     @property
     def record(self) -> Record:
@@ -324,8 +325,7 @@ class AsyncWaitOperator:
         self.ended = False
         self.finished = False
         self._retry_disabled = False  # AIO-39: set at end of input
-        self._awaiting_retry: dict[int, Entry] = {}
-        self._retry_orders = itertools.count()
+        self._admissions = itertools.count()
         self._running = False
         self._closed = False
 
@@ -362,7 +362,19 @@ class AsyncWaitOperator:
     def complete(self, entry: Entry, result: Any) -> None:
         if not self.alive or entry.done or not entry.accepting:
             return  # AIO-21, AIO-38: only the first completion of a call counts
+        if result is None and self.config.retry_enabled:
+            return  # AIO-20: the retrying future refuses null at the call; the call stays outstanding
         entry.accepting = False
+        self._settle(entry, result)
+
+    def complete_exceptionally(self, entry: Entry, error: BaseException) -> None:
+        if not self.alive or entry.done or not entry.accepting:
+            return  # AIO-21
+        entry.accepting = False
+        self._settle_error(entry, error, "error")
+
+    def _settle(self, entry: Entry, result: Any) -> None:
+        """An attempt ended with a result: retry it, or apply it as final."""
         if result is None:
             self._fail(entry, "null_result", None)  # AIO-20
             return
@@ -376,10 +388,7 @@ class AsyncWaitOperator:
         self._finish(entry, result)  # AIO-36
         self._run()
 
-    def complete_exceptionally(self, entry: Entry, error: BaseException, reason: str = "error") -> None:
-        if not self.alive or entry.done or not entry.accepting:
-            return  # AIO-21
-        entry.accepting = False
+    def _settle_error(self, entry: Entry, error: BaseException, reason: str) -> None:
         if self._retry_wanted(entry, None, error):
             self._schedule_retry(entry)
             return
@@ -436,7 +445,7 @@ class AsyncWaitOperator:
 
     def _admit(self, record: Record) -> None:
         # AIO-9/10: admitted one at a time, in order, then invoked.
-        entry = Entry(record, self.timers.now())
+        entry = Entry(record, self.timers.now(), next(self._admissions))
         self.queue.put(entry)
         if self.config.timeout > 0:  # AIO-2, AIO-26: one timer per record, from admission
             deadline = entry.start + self.config.timeout
@@ -456,12 +465,13 @@ class AsyncWaitOperator:
         self.ended = True
         if self.config.retry_enabled:
             # AIO-39: fire every delayed retry at once, then retry no more.
+            # AIO-60: only records with no call outstanding: waiting for a retry, or stalled (AIO-37).
             self._retry_disabled = True
-            waiting = sorted(self._awaiting_retry.values(), key=lambda e: e.retry_order or 0)
-            self._awaiting_retry.clear()
-            for entry in waiting:
+            waiting = [e for e in self.queue.values() if not e.done and (e.retry_timer is not None or e.stalled)]
+            for entry in sorted(waiting, key=lambda e: e.seq):  # admission order (deviation D2)
                 self._cancel_timer(entry, "retry_timer")
-                if self.alive and not entry.done:
+                entry.stalled = False
+                if self.alive:
                     self._invoke(entry)
 
     # ----- timeouts and retries -----
@@ -470,19 +480,22 @@ class AsyncWaitOperator:
         entry.timeout_timer = None
         if not self.alive or entry.done:
             return  # AIO-31/32: a completed entry has no timeout
-        self._cancel_retry(entry)  # AIO-37: no more attempts
+        waiting_for_retry = entry.retry_timer is not None
+        self._cancel_timer(entry, "retry_timer")  # AIO-37: no more attempts
         entry.expired = True
         self.output.timed_out(entry.record)  # AIO-27
-        entry.accepting = True  # the timeout handler completes through the same future
         action = self.config.on_timeout
+        result = self.config.timeout_result(entry.record.value) if action == "complete" else None
         if action == "fail":
-            error = TimeoutError("Async function call has timed out.")
-            self.complete_exceptionally(entry, error, reason="timeout")  # AIO-28
-        elif action == "complete":
-            result = self.config.timeout_result(entry.record.value)
-            if result is not None:
-                self.complete(entry, result)  # AIO-29
-        # "ignore": the element stays in flight until its call completes (AIO-30)
+            # AIO-28: the default handler completes exceptionally; past the deadline no retry (AIO-33).
+            entry.accepting = False
+            self._settle_error(entry, TimeoutError("Async function call has timed out."), "timeout")
+        elif result is not None:
+            entry.accepting = False
+            self._settle(entry, result)  # AIO-29; later results are ignored (AIO-21)
+        elif waiting_for_retry:
+            entry.stalled = True  # AIO-37: no call outstanding; only end of input calls again
+        # otherwise the call stays outstanding (AIO-30)
         self._run()
 
     def _retry_wanted(self, entry: Entry, result: list | None, error: BaseException | None) -> bool:
@@ -499,20 +512,12 @@ class AsyncWaitOperator:
         assert self.config.retry is not None
         deadline = self.timers.now() + self.config.retry.backoff(entry.attempt)  # AIO-35
         entry.retry_timer = self.timers.register(deadline, lambda: self._retry_fired(entry))
-        if entry.retry_order is None:
-            entry.retry_order = next(self._retry_orders)
-        self._awaiting_retry[id(entry)] = entry
 
     def _retry_fired(self, entry: Entry) -> None:
         entry.retry_timer = None
-        self._awaiting_retry.pop(id(entry), None)
         if self.alive and not entry.done:
             self._invoke(entry)  # AIO-35: same input, same queue entry
             self._run()
-
-    def _cancel_retry(self, entry: Entry) -> None:
-        self._cancel_timer(entry, "retry_timer")
-        self._awaiting_retry.pop(id(entry), None)
 
     def _cancel_timer(self, entry: Entry, name: str) -> None:
         handle = getattr(entry, name)
@@ -527,7 +532,7 @@ class AsyncWaitOperator:
         entry.result = result
         entry.accepting = False
         self._cancel_timer(entry, "timeout_timer")  # AIO-32
-        self._cancel_retry(entry)
+        self._cancel_timer(entry, "retry_timer")
         self.service.cancel(entry)
         self.queue.completed(entry)
 
@@ -540,7 +545,6 @@ class AsyncWaitOperator:
             self._cancel_timer(e, "retry_timer")
             if not e.done:
                 self.service.cancel(e)
-        self._awaiting_retry.clear()
         self.channel.clear()
         self._closed = True
         self.output.failed(record, reason, error)

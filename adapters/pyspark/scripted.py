@@ -339,6 +339,7 @@ class ScheduleRun:
                 self.step = i
                 was_alive = self.op is not None and self.op.alive
                 self._apply(self.schedule.steps[i])
+                self._fire_due_timers()
                 if was_alive and not (self.op is not None and self.op.alive):
                     self.store.mark_crash(i, self.clock.now)
                     raise InjectedFailure(f"step {i}: the task failed ({self._cause(i)}); Spark retries it")
@@ -346,6 +347,12 @@ class ScheduleRun:
             return self.events
         finally:
             self.store.close()
+
+    def _fire_due_timers(self) -> None:
+        """AIO-54: a timer registered during a step with a deadline not after now fires in that step."""
+        op, timers = self.op, self.timers
+        if op is not None and timers is not None and op.alive:
+            timers.advance(0, lambda: op.alive)
 
     def _cause(self, i: int) -> str:
         if isinstance(self.schedule.steps[i], CrashStep):
@@ -425,3 +432,34 @@ def run_with_retries(schedule: Schedule, path: str | Path, max_attempts: int = 1
         except InjectedFailure:
             continue
     raise RuntimeError(f"schedule still failing after {max_attempts} attempts")
+
+
+class LocalScriptedAdapter:
+    """The conformance-mode operator without Spark (same runner and store, retries in-process).
+
+    For fast checks while developing: `--adapter adapters.pyspark.scripted:LocalScriptedAdapter`.
+    """
+
+    name = "pyspark-local"
+    completion_order = "scripted"
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.root = Path(tempfile.mkdtemp(prefix="pyspark-local-async-io-"))
+        self._n = itertools.count()
+
+    def capabilities(self) -> dict[str, str | None]:
+        from spec.adapter import CAPABILITIES
+
+        return {name: None for name in CAPABILITIES}
+
+    def run_batch(self, schedules: list[Schedule]) -> list[Any]:
+        from spec.schedule import make_trace
+
+        return [make_trace(run_with_retries(s, self.root / str(next(self._n)))) for s in schedules]
+
+    def close(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.root, ignore_errors=True)
