@@ -23,64 +23,61 @@ import shutil
 import tempfile
 import traceback
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from adapters.pyspark.scripted import InjectedFailure, ScheduleStore, run_schedule
 from spec.adapter import CAPABILITIES, SCRIPTED, AdapterError
 from spec.schedule import RestoreStep, Schedule, Trace, schedule_from_dict, trace_from_dict
 
-OUTPUT_SCHEMA = "sid long, trace string, error string"
+OUTPUT_SCHEMA = "sid long, trace string, error string, attempt int"
 
 
-def run_partition(root: str, batches: Iterator[Any]) -> Iterator[Any]:
-    """The Spark task: run (or resume) every schedule of this partition, in sid order."""
+def run_partition(root: str, max_failures: int, batches: Iterator[Any]) -> Iterator[Any]:
+    """The Spark task: run (or resume) every schedule of this partition, in sid order.
+
+    Output per schedule: its trace (JSON), or an error (a bug: reported, never retried), or
+    neither (still running: see below), and the task attempt that produced the row.
+    """
     import pyarrow as pa
+    from pyspark import TaskContext
 
+    ctx = TaskContext.get()
+    attempt = ctx.attemptNumber() if ctx is not None else 0
     rows: list[tuple[int, str]] = []
     for b in batches:
         rows += zip(b.column("sid").to_pylist(), b.column("schedule").to_pylist())
-    sids, traces, errors = [], [], []
+    out: list[tuple[int, str | None, str | None]] = []
     failed: list[str] = []
     for sid, text in sorted(rows):
-        trace, error = None, None
         try:
             schedule = schedule_from_dict(json.loads(text), validate=False)
             events = run_schedule(schedule, ScheduleStore(Path(root) / str(sid)))
-            trace = json.dumps({"events": [e.to_dict() for e in events]})
+            out.append((sid, json.dumps({"events": [e.to_dict() for e in events]}), None))
         except InjectedFailure as e:
-            failed.append(f"schedule {sid}: {e}")  # its incarnation has stopped at the failure
-            continue
+            failed.append(f"schedule {sid}: {e}")  # its incarnation stopped at the failure
+            out.append((sid, None, None))
         except Exception:
-            error = traceback.format_exc()  # a bug: reported, not retried
-        sids.append(sid)
-        traces.append(trace)
-        errors.append(error)
-    if failed:
+            out.append((sid, None, traceback.format_exc()))
+    if failed and attempt < max_failures - 1:
         # A real task failure: Spark runs the task again and every schedule resumes from the
-        # store.  The other schedules of the task first run up to their own end or failure,
-        # so the task fails once per round of failures instead of once per failure.
+        # store.  The other schedules of the task first ran up to their own end or failure,
+        # so the task fails once per round of failures, not once per failure.
         raise InjectedFailure(f"{len(failed)} injected failure(s): " + "; ".join(failed[:3]))
-    schema = pa.schema([("sid", pa.int64()), ("trace", pa.string()), ("error", pa.string())])
+    # (At the last attempt Spark allows, failing would abort the job: the unfinished schedules
+    # go back to the driver, which resumes them from the store in another job.)
+    schema = pa.schema([("sid", pa.int64()), ("trace", pa.string()), ("error", pa.string()),
+                        ("attempt", pa.int32())])
     yield pa.RecordBatch.from_arrays(
-        [pa.array(sids, pa.int64()), pa.array(traces, pa.string()), pa.array(errors, pa.string())],
+        [pa.array([r[0] for r in out], pa.int64()), pa.array([r[1] for r in out], pa.string()),
+         pa.array([r[2] for r in out], pa.string()), pa.array([attempt] * len(out), pa.int32())],
         schema=schema)
 
 
 def failure_bound(schedule: Schedule) -> int:
     """Task failures a schedule can cause: one per incarnation (each ends by a crash or a fail)."""
     return 1 + sum(isinstance(s, RestoreStep) for s in schedule.steps)
-
-
-def chunks_by_failures(schedules: Sequence[Schedule], budget: int) -> list[list[int]]:
-    """Indices of the schedules, cut so that no task can exceed `budget` task failures.
-
-    A task fails once per round in which any of its schedules fails, so its failures are at
-    most the largest bound among its schedules; a schedule above the budget gets a job of its own.
-    """
-    small = [i for i, s in enumerate(schedules) if failure_bound(s) <= budget]
-    large = [[i] for i, s in enumerate(schedules) if failure_bound(s) > budget]
-    return ([small] if small else []) + large
 
 
 class PySparkAdapter:
@@ -92,6 +89,7 @@ class PySparkAdapter:
         self._owns_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="pyspark-async-io-"))
         self.partitions = partitions
+        self.task_attempts: dict[int, int] = {}  # schedule index -> Spark task attempt of its trace
 
     def capabilities(self) -> Mapping[str, str | None]:
         return {name: None for name in CAPABILITIES}
@@ -103,23 +101,29 @@ class PySparkAdapter:
 
         spark = get_spark()
         job = self.root / f"job-{uuid.uuid4().hex}"
-        traces: list[Trace | None] = [None] * len(schedules)
+        task = functools.partial(run_partition, str(job), max_task_failures())
+        traces: dict[int, Trace] = {}
+        self.task_attempts = {}
+        pending = list(range(len(schedules)))
+        rounds = sum(failure_bound(s) for s in schedules) + 1
         try:
-            for chunk in chunks_by_failures(schedules, max(1, max_task_failures() - 1)):
-                rows = [(i, schedules[i].to_json()) for i in chunk]
+            while pending and rounds > 0:
+                rounds -= 1
+                rows = [(i, schedules[i].to_json()) for i in pending]
                 df = spark.createDataFrame(rows, "sid long, schedule string")
                 df = df.repartition(min(len(rows), self.partitions))
-                out = df.mapInArrow(functools.partial(run_partition, str(job)), OUTPUT_SCHEMA).collect()
-                for row in out:
+                for row in df.mapInArrow(task, OUTPUT_SCHEMA).collect():
                     if row["error"]:
                         raise AdapterError(f"pyspark adapter: schedule {row['sid']} raised:\n{row['error']}")
-                    traces[row["sid"]] = trace_from_dict(json.loads(row["trace"]))
+                    if row["trace"] is not None:
+                        traces[row["sid"]] = trace_from_dict(json.loads(row["trace"]))
+                        self.task_attempts[row["sid"]] = row["attempt"]
+                pending = [i for i in pending if i not in traces]
         finally:
             shutil.rmtree(job, ignore_errors=True)
-        missing = [i for i, t in enumerate(traces) if t is None]
-        if missing:
-            raise AdapterError(f"pyspark adapter: no trace for schedules {missing}")
-        return [t for t in traces if t is not None]
+        if pending:
+            raise AdapterError(f"pyspark adapter: no trace for schedules {pending}")
+        return [traces[i] for i in range(len(schedules))]
 
     def close(self) -> None:
         if self._owns_root:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from typing import Any, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 from adapters.pyspark.core import (
     AsyncWaitOperator,

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Protocol, Union
+from typing import Any, Protocol
 
 DEFAULT_CAPACITY = 100  # AIO-5
 TIMEOUT_ACTIONS = ("fail", "complete", "ignore")
@@ -65,8 +66,8 @@ class EndOfInput:
     pass
 
 
-Element = Union[Record, Watermark, WatermarkStatus, Barrier, EndOfInput]
-Stored = Union[Record, Watermark]  # what a snapshot holds (AIO-44)
+Element = Record | Watermark | WatermarkStatus | Barrier | EndOfInput
+Stored = Record | Watermark  # what a snapshot holds (AIO-44)
 
 
 # --------------------------------------------------------------------------
@@ -467,7 +468,8 @@ class AsyncWaitOperator:
             # AIO-39: fire every delayed retry at once, then retry no more.
             # AIO-60: only records with no call outstanding: waiting for a retry, or stalled (AIO-37).
             self._retry_disabled = True
-            waiting = [e for e in self.queue.values() if not e.done and (e.retry_timer is not None or e.stalled)]
+            waiting = [e for e in self.queue.values()
+                       if not e.done and (e.retry_timer is not None or e.stalled)]
             for entry in sorted(waiting, key=lambda e: e.seq):  # admission order (deviation D2)
                 self._cancel_timer(entry, "retry_timer")
                 entry.stalled = False

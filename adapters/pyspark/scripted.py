@@ -26,8 +26,9 @@ import heapq
 import itertools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from adapters.pyspark.core import (
     AsyncWaitOperator,

@@ -6,7 +6,9 @@
 * `CONFORMANCE_SPARK_MASTER`: an explicit master for classic mode (default
   `local[2,F]`).
 * `CONFORMANCE_SPARK_MAX_FAILURES`: F, the task attempts Spark allows
-  (default 1000; every crash step or task failure of a schedule uses one).
+  (default 8).  A conformance task fails once per round of crash steps or task
+  failures of its schedules; when it runs out of attempts, the adapter resumes
+  the rest in a new job.
 
 No SparkContext or RDD API is used outside classic-only log-level setting, so the
 same code runs under Connect.  Missing Java or pyspark raise AdapterError with a
@@ -26,7 +28,7 @@ from typing import Any
 from spec.adapter import AdapterError
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
-DEFAULT_MAX_FAILURES = 1000
+DEFAULT_MAX_FAILURES = 8
 
 _session: Any = None
 
@@ -40,7 +42,7 @@ def _check_pyspark() -> None:
         import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError as e:
-        raise AdapterError(f"pyspark adapter: {e.name} is not installed (pip install -e '.[spark]')") from None
+        raise AdapterError(f"pyspark adapter: {e.name} is not installed (pip install '.[spark]')") from None
 
 
 def _check_java() -> None:
