@@ -149,7 +149,8 @@ def parse_step(text: str) -> dict[str, Any]:
         return {"op": op, "idle": args[0] == "idle"}
     if op == "complete" and n >= 2:
         result = text.split(None, 2)[2].strip()
-        return {"op": op, "record": _record_ref(args[0]), "result": None if result == "null" else _int_list(result)}
+        return {"op": op, "record": _record_ref(args[0]),
+                "result": None if result == "null" else _int_list(result)}
     if op == "error" and n == 1:
         return {"op": op, "record": _record_ref(args[0])}
     if op == "advance" and n == 1:
@@ -286,7 +287,9 @@ class _RuleExamples:
             if bool(inline) == bool(code):
                 raise self.error(b.line, "the steps need exactly one trace: a block after the paragraph "
                                          "or backticked @… spans in it")
-            trace_lines = inline if inline else [t[1:] if t.startswith("@") else "?" + t for t in code.lines]
+            # "?" marks a block line without its @, reported by example().
+            block = code.lines if code else []
+            trace_lines = inline or [t[1:] if t.startswith("@") else "?" + t for t in block]
             self.examples.append(self.example(b.line, configs[0] if configs else "", steps, trace_lines))
         return self.examples
 

@@ -87,7 +87,8 @@ def test_parse_config_steps_and_trace() -> None:
                "      @2 watermark 5\n")
     [ex] = parse_examples(text, "x.md").examples
     c = ex.schedule.config
-    assert (c.mode, c.capacity, c.timeout, c.on_timeout, c.timeout_result) == ("unordered", 2, 50, "complete", (0, 1))
+    assert (c.mode, c.capacity, c.timeout, c.on_timeout, c.timeout_result) == \
+        ("unordered", 2, 50, "complete", (0, 1))
     assert c.retry is not None and (c.retry.strategy, c.retry.max_attempts, c.retry.initial_delay,
                                     c.retry.multiplier, c.retry.if_empty, c.retry.if_error) == \
         ("exponential_backoff", 2, 5, 1.5, True, False)

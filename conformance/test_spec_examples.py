@@ -1,0 +1,59 @@
+"""The rules' examples of spec/*.md, run through the adapter under test.
+
+All examples the adapter can run go to the adapter in ONE `run_batch` call (a module-scoped
+fixture); each example is then one test case marked with its rule, compared with the trace written
+in the spec (not with the reference) by the checker of conformance/checker.py.  An example that
+needs a capability the adapter lacks is reported as UNSUPPORTED by the plugin (`needs` marker), with
+the adapter's reason, and is left out of the batch.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.checker import compare, format_report, free_checkable
+from conformance.examples import Example, load_examples
+from conformance.plugin import Conformance, ConformanceFailure
+from spec.schedule import Trace, required_capabilities
+
+EXAMPLES = load_examples()
+
+
+def needs(example: Example) -> list[str]:
+    """The capabilities an example needs; "scripted" unless a FREE adapter can be checked on it."""
+    caps = set(required_capabilities(example.schedule))
+    if example.rejected:
+        caps.add("async.config_validation")
+    elif not free_checkable(example.schedule):
+        caps.add("scripted")
+    return sorted(caps)
+
+
+def _param(example: Example) -> object:
+    return pytest.param(example, id=example.id,
+                        marks=[pytest.mark.rule(example.rule), pytest.mark.needs(*needs(example))])
+
+
+@pytest.fixture(scope="module")
+def observed(conformance: Conformance) -> dict[str, Trace]:
+    """One run_batch of every example the adapter supports: example id -> observed trace."""
+    runnable = [ex for ex in EXAMPLES if not conformance.missing(needs(ex))]
+    item, conformance.item = conformance.item, None  # each case counts its own schedule below
+    try:
+        traces = conformance.run_batch([ex.schedule for ex in runnable])
+    finally:
+        conformance.item = item
+    return {ex.id: trace for ex, trace in zip(runnable, traces)}
+
+
+@pytest.mark.parametrize("example", [_param(ex) for ex in EXAMPLES])
+def test_spec_example(conformance: Conformance, observed: dict[str, Trace], example: Example) -> None:
+    """The adapter's trace of a rule's example is the trace the spec writes for it."""
+    conformance.count(1)
+    got = observed[example.id]
+    mismatch = compare(example.schedule, example.trace, got, conformance.completion_order)
+    if mismatch is not None:
+        raise ConformanceFailure(
+            f"spec example {example.id} ({example.file}:{example.line}):\n" + format_report(
+                example.schedule, mismatch, adapter_name=conformance.name, adapter_spec=conformance.spec,
+                expected=example.trace, observed=got, property_rules=[example.rule]))
