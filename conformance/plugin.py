@@ -278,7 +278,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     exc = call.excinfo.value if call.excinfo is not None else None
     if isinstance(exc, ConformanceFailure) and report.failed:
-        notes = [n for n in getattr(exc, "__notes__", []) if n.strip()]
+        # The report shows the shrunk schedule; of hypothesis' notes keep only how to replay it.
+        notes = [n for n in getattr(exc, "__notes__", []) if "reproduce_failure" in n or "@seed" in n]
         report.longrepr = "\n".join([str(exc), *notes])
     return report
 

@@ -42,7 +42,11 @@ from spec.schedule import (
 )
 
 SMALL = st.integers(0, 9)
-RESULT = st.lists(SMALL, max_size=3)
+# Empty results (AIO-19) are simplest, so shrinking prefers them; half of the drawn results have values.
+RESULT = st.just(()) | st.lists(SMALL, min_size=1, max_size=3).map(tuple)
+# An intent for one step: (which valid op, which record / how much, a value, a result or null).
+Intent = tuple[int, int, int, "tuple[int, ...]"]
+INTENT = st.tuples(st.integers(0, 63), st.integers(0, 63), SMALL, RESULT)
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class Features:
     """Which parts of the schedule vocabulary a strategy uses."""
 
     modes: tuple[str, ...] = ("ordered", "unordered")
-    max_capacity: int = 4
+    max_capacity: int = 5
     watermarks: bool = True
     statuses: bool = False
     timeouts: bool = False  # a timeout, the timeout handler and `advance` steps
@@ -106,7 +110,7 @@ def configs(draw: Any, f: Features) -> AsyncIoConfig:
     timeout = draw(st.integers(1, 30)) if f.timeouts else 0
     return AsyncIoConfig(
         mode=draw(st.sampled_from(f.modes)),
-        capacity=draw(st.integers(1, f.max_capacity)),
+        capacity=draw(st.sampled_from(range(1, f.max_capacity + 1))),
         timeout=timeout,
         on_timeout=draw(st.sampled_from(f.on_timeout)) if f.timeouts else "fail",
         timeout_result=tuple(draw(RESULT)) if f.timeouts else (),
@@ -161,8 +165,8 @@ class _Drawing:
             ops.append("record")
         if m.outstanding():
             ops += ["complete"] + (["error"] if f.errors else [])
-        elif f.repeats and m.admitted():
-            ops.append("complete")
+        if f.repeats and not m.finished and set(m.admitted()) - set(m.outstanding()):
+            ops.append("repeat")  # a completion of a call that has finished (AIO-21, AIO-38)
         if not self.ended:
             ops += (["watermark"] if f.watermarks else []) + (["status"] if f.statuses else [])
             ops += ["end"] if f.end and not f.drain else []
@@ -172,32 +176,34 @@ class _Drawing:
             ops += (["checkpoint"] if not self.ended else []) + ["crash"]
         return ops
 
-    def step(self, op: str) -> Step:
-        draw, m = self.draw, self.model
+    def step(self, op: str, intent: Intent) -> Step:
+        """The step for `op`, its fields taken from the intent (all zeros: the plainest step)."""
+        pick, value, result = intent[1:]
+        m = self.model
         if op == "record":
-            return RecordStep(draw(SMALL), draw(st.none() | st.integers(0, 20)))
-        if op == "complete":
-            pool = m.outstanding() or m.admitted()
-            if self.f.repeats and m.admitted():
-                pool = draw(st.sampled_from((pool, m.admitted())))
-            result = draw(RESULT | st.none()) if self.f.nulls else draw(RESULT)
-            record = draw(st.sampled_from(sorted(pool)))
-            return CompleteStep(record, None if result is None else tuple(result))
+            return RecordStep(value, None if pick % 3 == 0 else pick % 21)
+        if op in ("complete", "repeat"):
+            # Latest admitted first: out-of-order completions are the interesting ones.
+            done = sorted(set(m.admitted()) - set(m.outstanding()))
+            pool = m.outstanding()[::-1] if op == "complete" else done
+            null = self.f.nulls and value >= 8  # AIO-20, one completion in five
+            return CompleteStep(pool[pick % len(pool)], None if null else result)
         if op == "error":
-            return ErrorStep(draw(st.sampled_from(sorted(m.outstanding()))), "error")
+            pool = m.outstanding()[::-1]
+            return ErrorStep(pool[pick % len(pool)], "error")
         if op == "watermark":
-            self.watermark += draw(st.integers(0, 5))
+            self.watermark += pick % 6
             return WatermarkStep(self.watermark)
         if op == "status":
-            return StatusStep(draw(st.booleans()))
+            return StatusStep(pick % 2 == 0)
         if op == "advance":
-            return AdvanceStep(draw(st.integers(0, 25)))
+            return AdvanceStep(pick % 31)
         if op == "checkpoint":
             return CheckpointStep(next(self.ids))
         if op == "restore":
-            taken = sorted(m.taken_checkpoints)
-            checkpoint = draw(st.sampled_from([None] + taken)) if taken else None
-            return RestoreStep(checkpoint, draw(st.none() | st.integers(1, self.f.max_capacity)))
+            choices = [None, *sorted(m.taken_checkpoints)]
+            capacity = None if value == 0 else 1 + value % self.f.max_capacity
+            return RestoreStep(choices[pick % len(choices)], capacity)
         if op == "end":
             return EndStep()
         if op == "crash":
@@ -219,17 +225,36 @@ class _Drawing:
 
 
 # How often each op is offered when it is valid (records and completions make schedules interesting).
-WEIGHTS = {"record": 3, "complete": 3, "advance": 2}
+WEIGHTS = {"record": 10, "complete": 10, "advance": 6, "watermark": 5, "error": 2, "status": 2, "repeat": 2}
+
+
+def _op_table(f: Features, timers: bool) -> list[str]:
+    """Every op the features allow, each repeated by its weight; `record` first (the plainest)."""
+    ops = ["record", "complete", "watermark", "status", "end", "advance", "error", "repeat", "checkpoint",
+           "crash", "restore"]
+    allowed = {"watermark": f.watermarks, "status": f.statuses, "end": f.end and not f.drain, "advance": timers,
+               "error": f.errors, "repeat": f.repeats, "checkpoint": f.checkpoints, "crash": f.checkpoints,
+               "restore": f.checkpoints}
+    return [op for op in ops if allowed.get(op, True) for _ in range(WEIGHTS.get(op, 1))]
 
 
 def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
+    """Interpret a list of intents, one step each, against the model.
+
+    An intent names an op from a fixed table (an op that is not valid now makes no step) and the
+    step's fields; so deleting an intent deletes a step without changing what the others mean,
+    and shrinking an intent towards zeros makes its step plainer.  Lists of lists give about ten
+    intents on average (a flat list averages five).
+    """
     d = _Drawing(draw, f, config)
-    for _ in range(draw(st.integers(0, f.max_steps))):
-        ops = d.options()
-        if not ops:
+    table = _op_table(f, d.timers)
+    intents = [i for chunk in draw(st.lists(st.lists(INTENT, max_size=10), max_size=4)) for i in chunk]
+    for intent in intents:
+        if len(d.steps) >= f.max_steps:
             break
-        weighted = [op for op in ops for _ in range(WEIGHTS.get(op, 1))]
-        d.apply(d.step(draw(st.sampled_from(weighted))))
+        op = table[intent[0] % len(table)]
+        if op in d.options():
+            d.apply(d.step(op, intent))
     if f.drain:
         d.drain()
     return d
@@ -250,8 +275,8 @@ def default_capacity_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
     d = _Drawing(draw, Features(modes=modes, repeats=False), config)
     for _ in range(DEFAULT_CAPACITY - 2 + draw(st.integers(0, 4))):
         d.apply(RecordStep(draw(SMALL), None))
-    for _ in range(draw(st.integers(0, 3))):
-        d.apply(d.step("complete"))
+    for intent in draw(st.lists(INTENT, max_size=3)):
+        d.apply(d.step("complete", intent))
     return Schedule("async_io", config, tuple(d.steps))
 
 

@@ -80,7 +80,7 @@ def test_ordered_mode(conformance: Conformance, data: st.DataObject) -> None:
 @pytest.mark.needs("async.unordered")
 @given(data=st.data())
 def test_unordered_mode(conformance: Conformance, data: st.DataObject) -> None:
-    check(conformance, data, Features(modes=("unordered",)))
+    check(conformance, data, Features(modes=("unordered",), end=False, max_steps=20))
 
 
 @pytest.mark.rule("AIO-15", "AIO-16", "AIO-17", "AIO-53")
