@@ -191,7 +191,7 @@ def free_checkable(schedule: Schedule) -> bool:
     n_records = len(schedule.records)
     if any(completed[r] != 1 for r in range(n_records)):
         return False
-    return bool(schedule.steps) and schedule.steps[-1].op == "end"
+    return any(s.op == "end" for s in schedule.steps)
 
 
 Node = tuple  # ("emit", record, k) | ("watermark", i) | ("status", i)
@@ -377,7 +377,8 @@ def format_report(schedule: Schedule, mismatch: Mismatch, *, adapter_name: str, 
                   expected: Trace, observed: Trace, property_rules: Sequence[str] = ()) -> str:
     rules = ", ".join(mismatch.rules) or "the trace format of spec/schedules.md"
     lines = [f"adapter {adapter_name!r} does not conform: {mismatch.what}",
-             f"rules: {rules}" + (f" (the property checks {', '.join(property_rules)})" * bool(property_rules)),
+             f"rules: {rules}" + (f" (the property checks {', '.join(property_rules)})" if property_rules
+                                  else ""),
              f"config: {json.dumps(schedule.config.to_dict())}",
              "schedule:"]
     for i, s in enumerate(schedule.steps):

@@ -14,4 +14,4 @@ import pytest
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     plugin = importlib.import_module("conformance.plugin")
     if not pluginmanager.is_registered(plugin):
-        pluginmanager.register(plugin, "conformance")
+        pluginmanager.register(plugin, "conformance.plugin")

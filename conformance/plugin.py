@@ -74,6 +74,7 @@ class Conformance:
         self.deadline = deadline
         self.item: pytest.Item | None = None
         self.counts: Counter[str] = Counter()
+        self.hung = ""  # set when run_batch did not return within the deadline
 
     @property
     def name(self) -> str:
@@ -105,6 +106,8 @@ class Conformance:
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         """adapter.run_batch in a worker thread; a run longer than the deadline stops the session."""
+        if self.hung:  # the adapter is stuck in an earlier batch: do not wait again
+            pytest.exit(self.hung, returncode=3)
         box: dict[str, Any] = {}
 
         def work() -> None:
@@ -117,8 +120,9 @@ class Conformance:
         worker.start()
         worker.join(self.deadline)
         if worker.is_alive():
-            pytest.exit(f"conformance: adapter {self.name!r} hung: run_batch of {len(schedules)} schedule(s) "
-                        f"did not return within {self.deadline:g} s (--conformance-deadline)", returncode=3)
+            self.hung = (f"conformance: adapter {self.name!r} hung: run_batch of {len(schedules)} "
+                         f"schedule(s) did not return within {self.deadline:g} s (--conformance-deadline)")
+            pytest.exit(self.hung, returncode=3)
         if "error" in box:
             raise box["error"]
         traces = box["traces"]
@@ -169,7 +173,7 @@ class _State:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect counts and UNSUPPORTED properties from reports (works under xdist too)."""
-        props = dict(report.user_properties)
+        props: dict[str, Any] = dict(report.user_properties)
         if "conformance_schedules" in props and report.when == "call":
             self.schedules[report.nodeid] = int(props["conformance_schedules"])
             self.rules[report.nodeid] = list(props["conformance_rules"])
@@ -208,6 +212,8 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
     """An unknown rule ID in a `rule` marker is a collection error."""
     result = yield
     marks = [m for m in getattr(obj, "pytestmark", []) if getattr(m, "name", None) == "rule"]
+    for item in result if isinstance(result, list) else []:  # parametrized cases with their own marks
+        marks += [m for m in getattr(item, "own_markers", []) if m.name == "rule"]
     if marks:
         known = load_rules()
         unknown = [r for m in marks for r in m.args if r not in known]

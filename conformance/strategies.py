@@ -232,9 +232,9 @@ def _op_table(f: Features, timers: bool) -> list[str]:
     """Every op the features allow, each repeated by its weight; `record` first (the plainest)."""
     ops = ["record", "complete", "watermark", "status", "end", "advance", "error", "repeat", "checkpoint",
            "crash", "restore"]
-    allowed = {"watermark": f.watermarks, "status": f.statuses, "end": f.end and not f.drain, "advance": timers,
-               "error": f.errors, "repeat": f.repeats, "checkpoint": f.checkpoints, "crash": f.checkpoints,
-               "restore": f.checkpoints}
+    allowed = {"watermark": f.watermarks, "status": f.statuses, "end": f.end and not f.drain,
+               "advance": timers, "error": f.errors, "repeat": f.repeats, "checkpoint": f.checkpoints,
+               "crash": f.checkpoints, "restore": f.checkpoints}
     return [op for op in ops if allowed.get(op, True) for _ in range(WEIGHTS.get(op, 1))]
 
 

@@ -252,3 +252,34 @@ def test_free_checking_is_defined_only_without_timers_and_crashes() -> None:
     assert not free_checkable(Schedule("async_io", s.config, s.steps[:-1]))  # no end of input
     with pytest.raises(ValueError):
         compare(Schedule("async_io", AsyncIoConfig(timeout=5), s.steps), UNORDERED, UNORDERED, FREE)
+
+
+# --------------------------------------------------------------------------
+# A FREE adapter with a legal, different order is accepted
+# --------------------------------------------------------------------------
+
+
+def test_free_order_adapter_differs_from_reference_and_is_accepted() -> None:
+    from hypothesis import given, settings
+
+    from conformance.checker import reference_trace
+    from conformance.strategies import Features, schedules
+    from spec.adapter import CAPABILITIES
+    from tests.free_order_adapter import FreeOrderAdapter
+
+    adapter = FreeOrderAdapter()
+    f = Features(modes=("unordered",), statuses=True).restrict({c: None for c in CAPABILITIES}, FREE)
+    differed = []
+
+    @settings(max_examples=150, derandomize=True, database=None, deadline=None)
+    @given(s=schedules(f))
+    def run(s: Schedule) -> None:
+        expected = reference_trace(s)
+        (observed,) = adapter.run_batch([s])
+        assert compare(s, expected, observed, FREE) is None, s.to_json()
+        if observed != expected:
+            differed.append(s)
+            assert compare(s, expected, observed, SCRIPTED) is not None
+
+    run()
+    assert len(differed) >= 10, "the FREE test adapter should often emit a different order"

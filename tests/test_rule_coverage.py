@@ -11,17 +11,23 @@ from spec.rules import Rule, load_rules
 SUITE = Path(__file__).resolve().parent.parent / "conformance"
 
 
+def _mark(d: ast.expr, name: str) -> bool:
+    return (isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == name
+            and ast.unparse(d.func.value) == "pytest.mark")
+
+
 def rule_markers(path: Path) -> dict[str, list[str]]:
-    """test function name -> the IDs of its @pytest.mark.rule(...) decorators (read from the source)."""
+    """test function name -> the IDs of its @pytest.mark.rule(...) decorators (read from the source).
+
+    A parametrized test without a static rule marker (its cases carry rule marks, such as the spec
+    examples) is left out: the plugin checks those marks when it collects the cases.
+    """
     out: dict[str, list[str]] = {}
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-            ids: list[str] = []
-            for d in node.decorator_list:
-                if (isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "rule"
-                        and ast.unparse(d.func.value) == "pytest.mark"):
-                    ids += [ast.literal_eval(a) for a in d.args]
-            out[node.name] = ids
+            ids = [ast.literal_eval(a) for d in node.decorator_list if _mark(d, "rule") for a in d.args]  # type: ignore[attr-defined]
+            if ids or not any(_mark(d, "parametrize") for d in node.decorator_list):
+                out[node.name] = ids
     return out
 
 
@@ -72,5 +78,7 @@ def test_coverage_check_can_fail() -> None:
 def test_markers_are_read_from_source(tmp_path: Path) -> None:
     f = tmp_path / "test_x.py"
     f.write_text('import pytest\n@pytest.mark.rule("A-1", "A-2")\n@pytest.mark.needs("x")\n'
-                 'def test_p(): pass\ndef test_q(): pass\ndef helper(): pass\n')
+                 'def test_p(): pass\ndef test_q(): pass\ndef helper(): pass\n'
+                 '@pytest.mark.parametrize("x", [pytest.param(1, marks=[pytest.mark.rule("A-3")])])\n'
+                 'def test_r(x): pass\n')
     assert rule_markers(f) == {"test_p": ["A-1", "A-2"], "test_q": []}

@@ -1,0 +1,134 @@
+"""The conformance suite catches wrong adapters and reports them usefully (run in a subprocess)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+SUITE = str(REPO / "conformance" / "test_async_io.py")
+# Load the plugin explicitly unless it is installed as a pytest11 entry point (loading both is an error).
+INSTALLED = any(e.value == "conformance.plugin" for e in entry_points(group="pytest11"))
+PLUGIN = () if INSTALLED else ("-p", "conformance.plugin")
+
+
+@pytest.fixture
+def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.delenv("CONFORMANCE_ADAPTER", raising=False)
+    monkeypatch.delenv("CONFORMANCE_PROFILE", raising=False)
+
+    def run(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess(SUITE, "-p", "no:cacheprovider", *args, timeout=300)
+
+    return run
+
+
+def reproducer(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith("reproduce: ")]
+    assert lines, output
+    return lines[0].removeprefix("reproduce: ")
+
+
+def test_capacity_off_by_one_is_reported_with_rule_schedule_and_reproducer(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.wrong_adapters:CapacityOffByOne", "-k", "capacity_and_admission")
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    assert "adapter 'CapacityOffByOne' does not conform" in out
+    assert re.search(r"^rules: AIO-6, AIO-7, AIO-9", out, re.M), out
+    # The shrunk schedule: capacity 1, two records; the second one's admission is the divergence.
+    assert '"capacity": 1' in out
+    assert re.search(r"^  >>\s+1: record value=0 timestamp=null$", out, re.M), out
+    assert "expected events (reference)" in out and "observed events (CapacityOffByOne)" in out
+    assert "@1 invoke record=1 attempt=1" in out  # observed, not expected
+    # The one-line reproducer reproduces the failure.
+    command = reproducer(out)
+    assert command.startswith("python -m conformance check --adapter tests.wrong_adapters:CapacityOffByOne "
+                              "--json ")
+    args = shlex.split(command)
+    proc = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "does not conform" in proc.stdout
+
+
+def test_ordered_mode_reorder_is_reported(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.wrong_adapters:OrderedAsUnordered", "-k", "test_ordered_mode")
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    assert "the property checks AIO-12" in out
+    assert re.search(r"^  >>\s+\d+: complete ", out, re.M), out
+    assert "reproduce: python -m conformance check --adapter tests.wrong_adapters:OrderedAsUnordered" in out
+
+
+def test_unknown_adapter_gives_one_line_and_nonzero_exit(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "no_such_adapter")
+    assert result.ret != 0
+    err = [line for line in result.stderr.lines if line.strip()]
+    assert len(err) == 1, err
+    assert err[0].startswith("conformance: cannot load adapter 'no_such_adapter'")
+    assert "pyspark, reference" in err[0]
+
+
+def test_adapter_load_error_gives_one_line_and_nonzero_exit(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.wrong_adapters:broken")
+    assert result.ret != 0
+    err = [line for line in result.stderr.lines if line.strip()]
+    assert err == ["conformance: cannot load adapter 'tests.wrong_adapters:broken': "
+                   "Java not found (set JAVA_HOME)"]
+
+
+def test_unsupported_properties_are_listed_with_reason(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.wrong_adapters:NoTimeouts", "-k", "timeouts or retries")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "conformance: UNSUPPORTED" in out
+    line = next(x for x in out.splitlines() if x.startswith("UNSUPPORTED") and "test_timeouts" in x)
+    assert "AIO-26" in line and "async.timeout: this engine has no processing-time timers" in line
+
+
+def test_hanging_adapter_is_reported_as_a_hang(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.wrong_adapters:Hangs", "--conformance-deadline", "1",
+                       "-k", "test_ordered_mode")
+    assert result.ret == 3
+    assert "adapter 'Hangs' hung" in result.stdout.str() + result.stderr.str()
+
+
+def test_schedule_counts_are_summarised(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("-k", "test_ordered_mode or malformed")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    counts = re.findall(r"test_ordered_mode \[AIO-12\]: (\d+) schedules", out)
+    assert counts and int(counts[0]) >= 200, out
+
+
+def test_free_adapter_passes_and_scripted_properties_are_unsupported(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.free_order_adapter:FreeOrderAdapter",
+                       "-k", "unordered_mode or capacity_and_admission or end_of_input")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert re.search(r"UNSUPPORTED .*test_capacity_and_admission.*scripted: the adapter completes "
+                     r"calls in its own order \(free\)", out), out
+
+
+def test_unknown_rule_id_in_a_marker_is_a_collection_error(pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_x="""
+        import pytest
+
+        @pytest.mark.rule("AIO-12", "AIO-999")
+        def test_p():
+            pass
+    """)
+    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", timeout=120)
+    out = result.stdout.str()
+    assert result.ret == 2, out  # interrupted by a collection error
+    assert "unknown rule ID(s) AIO-999" in out and "ERROR collecting" in out
