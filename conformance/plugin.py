@@ -290,6 +290,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+def _per_property(state: _State) -> dict[str, tuple[int, int, list[str]]]:
+    """Counts summed over the cases of a parametrized property: name -> (schedules, cases, rules)."""
+    out: dict[str, tuple[int, int, list[str]]] = {}
+    for nodeid, n in state.schedules.items():
+        prop = nodeid.split("[", 1)[0]
+        total, cases, rules = out.get(prop, (0, 0, []))
+        rules += [r for r in state.rules.get(nodeid, []) if r not in rules]
+        out[prop] = (total + n, cases + 1, rules)
+    return out
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_KEY, None)
     if state is None or not (state.schedules or state.unsupported):
@@ -297,8 +308,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr = terminalreporter
     if state.schedules:
         tr.section(f"conformance: schedules per property (adapter {state.spec})")
-        for nodeid, n in state.schedules.items():
-            tr.write_line(f"{nodeid} [{', '.join(state.rules.get(nodeid, []))}]: {n} schedules")
+        for prop, (n, cases, rules) in _per_property(state).items():
+            shown = ", ".join(rules[:12]) + (f", … ({len(rules)} rules)" if len(rules) > 12 else "")
+            each = f" in {cases} cases" if cases > 1 else ""
+            tr.write_line(f"{prop} [{shown}]: {n} schedules{each}")
     if state.unsupported:
         tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")
         for nodeid, message in state.unsupported:
