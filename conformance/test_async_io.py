@@ -57,6 +57,7 @@ def test_configuration_validation(conformance: Conformance, data: st.DataObject)
 
 
 @pytest.mark.rule("AIO-5")
+@pytest.mark.needs("scripted")  # the 101st record waiting shows only in the steps of its invoke
 @given(data=st.data())
 def test_default_capacity(conformance: Conformance, data: st.DataObject) -> None:
     """Without a capacity the queue holds 100 elements: the 101st record waits."""
