@@ -13,7 +13,8 @@ unsupported, with that reason, and never skips it silently.
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from spec.schedule import Schedule, Trace
 

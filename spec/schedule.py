@@ -21,8 +21,9 @@ This module is standard library only: `reference/`, `adapters/` and
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Iterable, Mapping, Sequence, Union
+from typing import Any, ClassVar
 
 AREAS = ("async_io",)
 
@@ -171,10 +172,10 @@ class EndStep:
     op: ClassVar[str] = "end"
 
 
-Step = Union[
-    RecordStep, WatermarkStep, StatusStep, CompleteStep, ErrorStep, AdvanceStep,
-    CheckpointStep, CrashStep, RestoreStep, EndStep,
-]
+Step = (
+    RecordStep | WatermarkStep | StatusStep | CompleteStep | ErrorStep | AdvanceStep
+    | CheckpointStep | CrashStep | RestoreStep | EndStep
+)
 STEP_TYPES: dict[str, type] = {
     t.op: t
     for t in (
