@@ -30,9 +30,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from conformance.checker import compare, format_report, reference_trace
-from conformance.registry import load_adapter
+from conformance.registry import budget_hints, load_adapter
 from conformance.strategies import Features
-from spec.adapter import FREE, SCRIPTED, Adapter, AdapterError
+from spec.adapter import DEFAULT_BATCH_SIZE, FREE, SCRIPTED, Adapter, AdapterError
 from spec.rules import load_rules
 from spec.schedule import Schedule, Trace
 
@@ -75,6 +75,7 @@ class Conformance:
         self.item: pytest.Item | None = None
         self.counts: Counter[str] = Counter()
         self.hung = ""  # set when run_batch did not return within the deadline
+        self.batch_size = DEFAULT_BATCH_SIZE  # largest batch per example (spec/adapter.py)
 
     @property
     def name(self) -> str:
@@ -99,6 +100,10 @@ class Conformance:
             elif caps.get(need, "the adapter does not declare it") is not None:
                 out.append((need, str(caps.get(need, "the adapter does not declare it"))))
         return out
+
+    def batch_limit(self, max_size: int = DEFAULT_BATCH_SIZE) -> int:
+        """A property's batch limit (given for the default batch size), scaled to the adapter's hint."""
+        return max(1, max_size * self.batch_size // DEFAULT_BATCH_SIZE)
 
     def features(self, f: Features) -> Features:
         """`f` without what the adapter cannot run."""
@@ -170,6 +175,7 @@ class _State:
         self.unsupported: list[tuple[str, str]] = []  # (nodeid, message)
         self.schedules: dict[str, int] = {}  # nodeid -> schedules run
         self.rules: dict[str, list[str]] = {}  # nodeid -> rule IDs
+        self.batch_size = DEFAULT_BATCH_SIZE  # the adapter's budget hint (spec/adapter.py)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect counts and UNSUPPORTED properties from reports (works under xdist too)."""
@@ -200,10 +206,16 @@ def pytest_configure(config: pytest.Config) -> None:
     deadline = config.getoption("conformance_deadline") or float(os.environ.get("CONFORMANCE_DEADLINE", 900))
     config.stash[_KEY] = _State(spec, deadline)
     config.pluginmanager.register(config.stash[_KEY], "conformance-state")
+    batch_size, examples = budget_hints(spec)
+    config.stash[_KEY].batch_size = batch_size
     if config.getoption("hypothesis_profile", None) is None:
         profile = os.environ.get("CONFORMANCE_PROFILE", "default")
         if profile not in PROFILES:
             raise pytest.UsageError(f"CONFORMANCE_PROFILE={profile!r}: use one of {', '.join(PROFILES)}")
+        if examples is not None:  # the adapter sizes its own budget (spec/adapter.py)
+            n = examples * (10 if profile == "thorough" else 1)
+            settings.register_profile(f"{profile}/{spec}", parent=settings.get_profile(profile), max_examples=n)
+            profile = f"{profile}/{spec}"
         settings.load_profile(profile)
 
 
@@ -242,6 +254,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                          f"{adapter.completion_order!r}; use spec.adapter.SCRIPTED or FREE\n")
         pytest.exit(f"bad adapter {state.spec!r}", returncode=4)
     state.conformance = Conformance(adapter, state.spec, state.deadline)
+    state.conformance.batch_size = state.batch_size
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from spec.adapter import Adapter, AdapterError
+from spec.adapter import DEFAULT_BATCH_SIZE, Adapter, AdapterError
 
 BUILTIN: dict[str, str] = {
     "reference": "adapters.reference:ReferenceAdapter",
@@ -57,3 +57,18 @@ def load_adapter(spec: str) -> Adapter:
     if missing:
         raise AdapterError(f"{spec!r} did not build an adapter: it lacks {', '.join(missing)}")
     return adapter  # type: ignore[no-any-return]
+
+
+def budget_hints(spec: str) -> tuple[int, int | None]:
+    """(batch_size, examples) declared by the adapter's factory (spec/adapter.py), without building it.
+
+    Anything that goes wrong here gives the defaults: loading the adapter later reports the error.
+    """
+    try:
+        factory = _factory(resolve(spec))
+    except Exception:
+        return DEFAULT_BATCH_SIZE, None
+    batch = getattr(factory, "batch_size", DEFAULT_BATCH_SIZE)
+    examples = getattr(factory, "examples", None)
+    batch = batch if isinstance(batch, int) and batch > 0 else DEFAULT_BATCH_SIZE
+    return batch, examples if isinstance(examples, int) and examples > 0 else None

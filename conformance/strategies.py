@@ -293,8 +293,13 @@ def config_schedules(draw: Any, f: Features) -> Schedule:
 
 def batches(schedule_strategy: st.SearchStrategy[Schedule], max_size: int = 12) -> st.SearchStrategy[
         list[Schedule]]:
-    """A batch of schedules for one `run_batch` call; shrinks to a single schedule."""
-    return st.lists(schedule_strategy, min_size=1, max_size=max_size)
+    """A batch of schedules for one `run_batch` call; shrinks to a single schedule.
+
+    The size is drawn first (uniformly enough that a large limit gives large batches, unlike
+    `st.lists`, whose average stays small) and shrinks towards 1.
+    """
+    return st.integers(1, max(1, max_size)).flatmap(
+        lambda n: st.lists(schedule_strategy, min_size=n, max_size=n))
 
 
 def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:

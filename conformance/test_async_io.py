@@ -30,7 +30,8 @@ from spec.schedule import ScheduleError, schedule_from_dict, validate_config
 
 
 def check(conformance: Conformance, data: st.DataObject, f: Features, max_size: int = 12) -> None:
-    batch = data.draw(feature_batches(conformance.features(f), max_size), label="batch")
+    limit = conformance.batch_limit(max_size)
+    batch = data.draw(feature_batches(conformance.features(f), limit), label="batch")
     conformance.check(batch)
 
 
@@ -45,7 +46,7 @@ def check(conformance: Conformance, data: st.DataObject, f: Features, max_size: 
 def test_configuration_validation(conformance: Conformance, data: st.DataObject) -> None:
     """Invalid configurations are refused with a `rejected` trace; valid ones run."""
     f = conformance.features(Features(timeouts=True, retries=True))
-    batch = data.draw(batches(config_schedules(f)), label="batch")
+    batch = data.draw(batches(config_schedules(f), conformance.batch_limit()), label="batch")
     for s in batch:  # the oracle agrees with the static validation of spec/schedule.py
         try:
             validate_config(s.config)
@@ -62,7 +63,8 @@ def test_configuration_validation(conformance: Conformance, data: st.DataObject)
 def test_default_capacity(conformance: Conformance, data: st.DataObject) -> None:
     """Without a capacity the queue holds 100 elements: the 101st record waits."""
     modes = conformance.features(Features()).modes
-    conformance.check(data.draw(batches(default_capacity_schedules(modes), max_size=6), label="batch"))
+    limit = conformance.batch_limit(6)
+    conformance.check(data.draw(batches(default_capacity_schedules(modes), limit), label="batch"))
 
 
 # --------------------------------------------------------------------------

@@ -37,8 +37,20 @@ class AdapterError(RuntimeError):
     """The adapter could not run a batch (not a conformance failure)."""
 
 
+DEFAULT_BATCH_SIZE = 12
+
+
 @runtime_checkable
 class Adapter(Protocol):
+    """An implementation under test.
+
+    Optional class attributes, read by the suite before the adapter is built, size the
+    default budget for engines whose cost is per job rather than per schedule:
+    `batch_size` (the largest batch one hypothesis example hands to `run_batch`; batches are
+    drawn with 1..batch_size schedules, default DEFAULT_BATCH_SIZE) and `examples` (hypothesis
+    examples per property in the default profile; the `thorough` profile runs ten times as many).
+    """
+
     name: str
     completion_order: str  # SCRIPTED or FREE
 
