@@ -214,7 +214,8 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"CONFORMANCE_PROFILE={profile!r}: use one of {', '.join(PROFILES)}")
         if examples is not None:  # the adapter sizes its own budget (spec/adapter.py)
             n = examples * (10 if profile == "thorough" else 1)
-            settings.register_profile(f"{profile}/{spec}", parent=settings.get_profile(profile), max_examples=n)
+            base = settings.get_profile(profile)
+            settings.register_profile(f"{profile}/{spec}", parent=base, max_examples=n)
             profile = f"{profile}/{spec}"
         settings.load_profile(profile)
 
