@@ -15,7 +15,10 @@ coroutines:
 * in-band watermarks: rows whose `kind` column is "W" carry a watermark in
   their `ts` column and are emitted as "W" rows in the output stream;
 * the end of the partition (of the micro-batch, in a streaming query) is end
-  of input: the queue is drained before the task ends (AIO-42);
+  of input: the queue is drained before the task ends (AIO-42).  As in Flink,
+  end of input also ends retrying (AIO-39): pending retries fire at once and
+  every outcome after it is final, so the calls still in flight at the end of a
+  partition get no retry;
 * a failed call (after retries), a timeout with `on_timeout="fail"` or a
   `None` result fails the Spark task (AIO-20, AIO-23, AIO-28).
 

@@ -550,6 +550,8 @@ class AsyncWaitOperator:
         self.channel.clear()
         self._closed = True
         self.output.failed(record, reason, error)
+        if self.on_progress is not None:
+            self.on_progress()
 
     def close(self) -> None:
         """Discard everything (a crash or the end of the task): no more output."""
