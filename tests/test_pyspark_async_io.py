@@ -40,7 +40,8 @@ def _step(line: str) -> dict[str, Any]:
     words = line.split()
     op, args = words[0], words[1:]
     if op == "record":
-        return {"op": "record", "value": int(args[0]), "timestamp": int(args[1][1:]) if len(args) > 1 else None}
+        ts = int(args[1][1:]) if len(args) > 1 else None
+        return {"op": "record", "value": int(args[0]), "timestamp": ts}
     if op == "watermark":
         return {"op": "watermark", "timestamp": int(args[0])}
     if op == "status":
