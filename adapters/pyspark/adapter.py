@@ -83,12 +83,17 @@ def failure_bound(schedule: Schedule) -> int:
 class PySparkAdapter:
     name = "pyspark"
     completion_order = SCRIPTED
+    # Budget hints (spec/adapter.py): a Spark job costs ~0.2-1 s whatever its size, so the suite
+    # hands over large batches and fewer hypothesis examples.
+    batch_size = 48
+    examples = 25
 
-    def __init__(self, store_dir: str | None = None, partitions: int = 4):
+    def __init__(self, store_dir: str | None = None, partitions: int = 4, spark: Any = None):
         root = store_dir or os.environ.get("CONFORMANCE_SPARK_STORE")
         self._owns_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="pyspark-async-io-"))
         self.partitions = partitions
+        self.spark = spark  # None: the process's shared session (adapters/pyspark/session.py)
         self.task_attempts: dict[int, int] = {}  # schedule index -> Spark task attempt of its trace
 
     def capabilities(self) -> Mapping[str, str | None]:
@@ -99,7 +104,7 @@ class PySparkAdapter:
             return []
         from adapters.pyspark.session import get_spark, max_task_failures
 
-        spark = get_spark()
+        spark = self.spark if self.spark is not None else get_spark()
         job = self.root / f"job-{uuid.uuid4().hex}"
         task = functools.partial(run_partition, str(job), max_task_failures())
         traces: dict[int, Trace] = {}

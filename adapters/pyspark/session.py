@@ -85,6 +85,14 @@ def is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def connect_session(url: str) -> Any:
+    """A Spark Connect client session for `sc://host:port` (usable next to a classic session)."""
+    _check_pyspark()
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    return ConnectSession.builder.remote(url).getOrCreate()
+
+
 def get_spark() -> Any:
     """The process's shared SparkSession (created on first use)."""
     global _session
@@ -101,7 +109,9 @@ def get_spark() -> Any:
     for k, v in _CONF.items():
         builder = builder.config(k, v)
     try:
-        if remote:
+        if remote and remote.startswith("sc://"):
+            spark = connect_session(remote)
+        elif remote:  # an embedded Connect server in this process
             spark = builder.remote(_with_failures(remote)).getOrCreate()
         else:
             master = os.environ.get("CONFORMANCE_SPARK_MASTER", "local[2]")

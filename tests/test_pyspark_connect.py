@@ -1,0 +1,126 @@
+"""The PySpark adapter and async_map under Spark Connect.
+
+Starts a local Spark Connect server (pyspark's sbin/start-connect-server.sh, bound to
+127.0.0.1 on a free port, UI off, `local[2,8]` so failed tasks are retried, PYTHONPATH set so
+the server's Python workers import adapters/ and spec/), runs the hand-derived schedules of
+tests/test_pyspark_async_io.py through a Connect client session, and stops the server at the
+end.  The server's logs and pid files live in a temporary directory that is removed.
+Run with `-n 0`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_pyspark_async_io import CASES, REJECTED, assert_trace, schedule
+
+from spec.adapter import AdapterError
+
+pytestmark = pytest.mark.spark
+
+REPO = str(Path(__file__).resolve().parents[1])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.fixture(scope="module")
+def connect_url() -> Iterator[str]:
+    from adapters.pyspark.session import _check_java, _check_pyspark
+
+    try:
+        _check_pyspark()
+        _check_java()
+    except AdapterError as e:
+        pytest.skip(str(e))
+    import pyspark
+
+    spark_home = os.path.dirname(pyspark.__file__)
+    work = tempfile.mkdtemp(prefix="test-pyspark-connect-")
+    port = _free_port()
+    env = dict(os.environ, SPARK_HOME=spark_home, PYSPARK_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               SPARK_LOG_DIR=work, SPARK_PID_DIR=work, SPARK_IDENT_STRING=f"test{port}")
+    env.pop("SPARK_REMOTE", None)
+    start = [os.path.join(spark_home, "sbin", "start-connect-server.sh"), "--master", "local[2,8]",
+             "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+             "--conf", f"spark.connect.grpc.binding.port={port}",
+             "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"]
+    stop = [os.path.join(spark_home, "sbin", "stop-connect-server.sh")]
+    try:
+        subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
+        if not _wait_for_port(port, 180):
+            logs = "\n".join(p.read_text()[-2000:] for p in Path(work).glob("*.out"))
+            pytest.fail(f"the Spark Connect server did not open port {port}:\n{logs}")
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        subprocess.run(stop, env=env, capture_output=True, timeout=120)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def connect_spark(connect_url: str) -> Iterator[Any]:
+    from adapters.pyspark.session import connect_session, is_connect
+
+    spark = connect_session(connect_url)
+    assert is_connect(spark)
+    yield spark
+    spark.stop()
+
+
+def test_adapter_under_connect_gives_the_hand_derived_traces(connect_spark: Any) -> None:
+    from adapters.pyspark import PySparkAdapter
+
+    adapter = PySparkAdapter(spark=connect_spark)
+    try:
+        names = list(CASES)
+        schedules = [schedule(c[0], c[1]) for c in CASES.values()]
+        schedules += [schedule(cfg, "record 1", validate=False) for cfg, _ in REJECTED.values()]
+        traces = adapter.run_batch(schedules)
+        for name, trace in zip(names, traces):
+            assert_trace(name, trace, CASES[name][2])
+        for (_, rule), trace in zip(REJECTED.values(), traces[len(names):]):
+            (e,) = trace.events
+            assert e.event == "rejected" and e.reason.startswith(rule + ":")
+        # Crashes and task failures were real task failures on the Connect server, retried by it.
+        for i, name in enumerate(names):
+            assert adapter.task_attempts[i] >= CASES[name][3], name
+    finally:
+        adapter.close()
+    assert not adapter.root.exists()
+
+
+def test_async_map_under_connect(connect_spark: Any) -> None:
+    from adapters.pyspark.async_io import async_map
+
+    async def double(v: int) -> list[int]:
+        await asyncio.sleep(((v * 7919) % 7) * 0.002)
+        return [2 * v]
+
+    df = connect_spark.range(0, 100, numPartitions=2).selectExpr("id AS value")
+    rows = async_map(df, double, capacity=8, ordered=True).collect()
+    assert [r.value for r in rows] == [2 * v for v in range(100)]
