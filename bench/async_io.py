@@ -61,7 +61,7 @@ def bench_sync(spark: Any, records: int, partitions: int, latency: float) -> tup
     def task(batches: Any) -> Any:
         for pdf in batches:
             out = []
-            for v in pdf["value"]:
+            for _v in pdf["value"]:
                 start = time.perf_counter()
                 time.sleep(latency)
                 out += [start, time.perf_counter()]
