@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import selectors
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -248,7 +249,9 @@ def run_operator(rows: Iterator[tuple[str, int | None, Any]], fn: Callable[[Any]
     Rows are pushed in groups of `flush_every`; the loop runs until the group is admitted,
     then the output so far is yielded.  At the end, end of input drains the queue (AIO-42).
     """
-    loop = asyncio.new_event_loop()
+    # select() sleeps to the microsecond; epoll rounds every wait up to a whole millisecond,
+    # which adds ~0.5 ms to each call's time in the queue (10 ms services lose ~5% of throughput).
+    loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
     driver = LoopDriver(loop, fn, config)
     op = driver.op
     try:
