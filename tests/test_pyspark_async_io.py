@@ -371,7 +371,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str, int]] = {
     """, 0),
 }
 
-REJECTED = {
+REJECTED: dict[str, tuple[dict[str, Any], str]] = {
     "capacity-0": ({"capacity": 0}, "AIO-1"),
     "retry-without-timeout": ({"timeout": 0, "retry": RETRY_EMPTY}, "AIO-3"),
 }
@@ -539,7 +539,8 @@ def test_async_map_unordered_never_passes_a_watermark(spark: Any) -> None:
     rows = async_map(_input_with_watermarks(spark, n, every), slow_even, capacity=5, ordered=False).collect()
     out = [(r.kind, r.ts) for r in rows]
     # Expected by segment: the records between two watermarks, in any order, then the watermark.
-    segments, current = [], []
+    segments: list[tuple[list[int], int]] = []
+    current: list[int] = []
     for i in range(n):
         if i % every == every - 1:
             segments.append((sorted(current), i))

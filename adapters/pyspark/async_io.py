@@ -35,7 +35,7 @@ import asyncio
 import functools
 import inspect
 import selectors
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from adapters.pyspark.core import (
@@ -48,6 +48,8 @@ from adapters.pyspark.core import (
     Stored,
     Watermark,
 )
+
+AsyncFn = Callable[[Any], Coroutine[Any, Any, Any]]  # an `async def` taking a value, returning a list
 
 
 class AsyncFunctionFailed(RuntimeError):
@@ -135,7 +137,7 @@ class LoopTimers:
 class CoroutineService:
     """Each invocation is a task on the loop; its outcome completes the entry's future."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[[Any], Awaitable[Any]]):
+    def __init__(self, loop: asyncio.AbstractEventLoop, fn: AsyncFn):
         self.loop = loop
         self.fn = fn
         self.operator: AsyncWaitOperator | None = None
@@ -206,7 +208,7 @@ class RowOutput:
 class LoopDriver:
     """Runs the operator on an event loop until a condition holds (or the task fails)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[[Any], Awaitable[Any]],
+    def __init__(self, loop: asyncio.AbstractEventLoop, fn: AsyncFn,
                  config: OperatorConfig):
         self.loop = loop
         self.output = RowOutput()
@@ -241,7 +243,7 @@ class LoopDriver:
             self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
-def run_operator(rows: Iterator[tuple[str, int | None, Any]], fn: Callable[[Any], Awaitable[Any]],
+def run_operator(rows: Iterator[tuple[str, int | None, Any]], fn: AsyncFn,
                  config: OperatorConfig, flush_every: int = 10_000
                  ) -> Iterator[tuple[list[str], list[int | None], list[Any]]]:
     """Drive one operator over (kind, ts, value) rows on a fresh event loop; yield output chunks.
@@ -275,7 +277,7 @@ def run_operator(rows: Iterator[tuple[str, int | None, Any]], fn: Callable[[Any]
         loop.close()
 
 
-def _arrow_task(batches: Iterator[Any], *, fn: Callable[[Any], Awaitable[Any]], config: OperatorConfig,
+def _arrow_task(batches: Iterator[Any], *, fn: AsyncFn, config: OperatorConfig,
                 value_col: str, kind_col: str | None, ts_col: str | None, value_type: Any
                 ) -> Iterator[Any]:
     """The Spark task (mapInArrow): one event loop and one operator per partition."""
@@ -298,7 +300,7 @@ def _arrow_task(batches: Iterator[Any], *, fn: Callable[[Any], Awaitable[Any]], 
                 schema=schema)
 
 
-def async_map(df: Any, fn: Callable[[Any], Awaitable[Any]], *, capacity: int = 100, ordered: bool = True,
+def async_map(df: Any, fn: AsyncFn, *, capacity: int = 100, ordered: bool = True,
               timeout: float | None = None, on_timeout: str | list | Callable[[Any], list | None] = "fail",
               retry: RetryStrategy | None = None, value_col: str = "value", kind_col: str | None = "kind",
               ts_col: str | None = "ts", result_type: str = "long") -> Any:
