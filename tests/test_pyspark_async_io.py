@@ -666,3 +666,26 @@ def test_operator_on_a_real_loop_does_not_retry_after_end_of_input() -> None:
     config = operator_config(timeout=1.0, retry=retry_strategy(3, delay=0.001, on_error=True))
     with pytest.raises(AsyncFunctionFailed, match=r"AIO-23.*\(error\)"):
         list(run_operator(iter([("R", None, 1)]), fails, config))
+
+
+def test_missing_java_is_a_one_line_adapter_error() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "from adapters.pyspark import PySparkAdapter\n"
+        "from spec.adapter import AdapterError\n"
+        "from spec.schedule import schedule_from_dict\n"
+        "a = PySparkAdapter()\n"
+        "try:\n"
+        "    a.run_batch([schedule_from_dict({'area': 'async_io', 'steps': [{'op': 'end'}]})])\n"
+        "except AdapterError as e:\n"
+        "    print(repr(str(e)))\n"
+        "finally:\n"
+        "    a.close()\n"
+    )
+    env = {"JAVA_HOME": "/nonexistent-java", "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    message = out.stdout.strip()
+    assert message.startswith("'pyspark adapter: Java not found") and "\\n" not in message, out

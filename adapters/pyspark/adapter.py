@@ -7,11 +7,17 @@ clock, scripted calls) and returns `(sid, trace JSON, error)`.
 
 Durable storage: each schedule has a directory under the job directory
 (`<store>/job-<uuid>/<sid>/`) holding its sink and its checkpoint snapshots.
-A crash step or a task failure raises in the task; Spark's scheduler runs the
-task again (`local[N,F]`), and the new attempt resumes every unfinished
-schedule from that directory.  The store is a temporary directory that the
-adapter creates and removes at `close()`; set `CONFORMANCE_SPARK_STORE` (or
-pass `store_dir`) to a path every executor can reach on a cluster.
+A crash step or a task failure stops that schedule's incarnation; once the
+other schedules of the task have run up to their own end or failure, the task
+raises, Spark's scheduler runs it again (`local[N,F]`), and the new attempt
+resumes every unfinished schedule from its directory (a `restore` step reads
+the snapshot back from it).  At the last attempt Spark allows, the task returns
+the unfinished schedules instead, and the driver resumes them in another job.
+
+The store is a temporary directory that the adapter creates and removes at
+`close()`; set `CONFORMANCE_SPARK_STORE` (or pass `store_dir`) to a path every
+executor can reach on a cluster.  Pass `spark=` to use a given session (for
+example a Spark Connect client); by default the process's shared session.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,11 @@ def get_spark() -> Any:
         if remote and remote.startswith("sc://"):
             spark = connect_session(remote)
         elif remote:  # an embedded Connect server in this process
-            spark = builder.remote(_with_failures(remote)).getOrCreate()
+            with warnings.catch_warnings():
+                # The server takes the static confs (UI off); the client then warns that it
+                # cannot set them again.
+                warnings.simplefilter("ignore", UserWarning)
+                spark = builder.remote(_with_failures(remote)).getOrCreate()
         else:
             master = os.environ.get("CONFORMANCE_SPARK_MASTER", "local[2]")
             spark = (builder.master(_with_failures(master))
