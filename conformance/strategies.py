@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
@@ -291,8 +291,10 @@ def config_schedules(draw: Any, f: Features) -> Schedule:
     return draw(schedules(replace(f, max_steps=4), config))
 
 
-def batches(schedule_strategy: st.SearchStrategy[Schedule], max_size: int = 12) -> st.SearchStrategy[
-        list[Schedule]]:
+T = TypeVar("T")
+
+
+def batches(schedule_strategy: st.SearchStrategy[T], max_size: int = 12) -> st.SearchStrategy[list[T]]:
     """A batch of schedules for one `run_batch` call; shrinks to a single schedule.
 
     The size is drawn first (uniformly enough that a large limit gives large batches, unlike

@@ -180,9 +180,11 @@ def test_checkpoint_and_restore(conformance: Conformance, data: st.DataObject) -
 
 
 @pytest.mark.rule("SCH-1", "SCH-2", "SCH-3", "SCH-4", "SCH-5", "SCH-6", "SCH-7")
-@given(cases=st.lists(malformed_schedules(), min_size=1, max_size=8))
-def test_malformed_schedules_are_refused(conformance: Conformance, cases: list[Malformed]) -> None:
+@given(data=st.data())
+def test_malformed_schedules_are_refused(conformance: Conformance, data: st.DataObject) -> None:
     """A malformed schedule raises ScheduleError naming the step (or the configuration) and the rule."""
+    limit = conformance.batch_limit(8)
+    cases: list[Malformed] = data.draw(batches(malformed_schedules(), limit), label="cases")
     conformance.count(len(cases))
     for case in cases:
         where = "the configuration" if case.step is None else f"step {case.step}"

@@ -68,6 +68,7 @@ def connect_url() -> Iterator[str]:
     env.pop("SPARK_REMOTE", None)
     start = [os.path.join(spark_home, "sbin", "start-connect-server.sh"), "--master", "local[2,8]",
              "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+             "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
              "--conf", f"spark.connect.grpc.binding.port={port}",
              "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"]
     stop = [os.path.join(spark_home, "sbin", "stop-connect-server.sh")]

@@ -10,8 +10,8 @@
   failures of its schedules; when it runs out of attempts, the adapter resumes
   the rest in a new job.
 
-No SparkContext or RDD API is used outside classic-only log-level setting, so the
-same code runs under Connect.  Missing Java or pyspark raise AdapterError with a
+No SparkContext or RDD API is used, so the same code runs under Connect.  A Spark
+started here (a local master, an embedded Connect server) listens on 127.0.0.1 only.  Missing Java or pyspark raise AdapterError with a
 one-line message before any JVM is started.
 """
 
@@ -79,6 +79,14 @@ _CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Injected task failures are expected: keep their stack traces out of the test output.
+    "spark.log.level": "FATAL",
+}
+# A Spark started here (local master, embedded Connect server) listens on loopback only.
+_LOOPBACK_CONF = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.connect.grpc.binding.address": "127.0.0.1",
 }
 
 
@@ -107,7 +115,9 @@ def get_spark() -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("flink-semantics-pyspark")
-    for k, v in _CONF.items():
+    local = not remote or remote.startswith("local")
+    local = local and os.environ.get("CONFORMANCE_SPARK_MASTER", "local").startswith("local")
+    for k, v in {**_CONF, **(_LOOPBACK_CONF if local else {})}.items():
         builder = builder.config(k, v)
     try:
         if remote and remote.startswith("sc://"):
@@ -122,7 +132,6 @@ def get_spark() -> Any:
             master = os.environ.get("CONFORMANCE_SPARK_MASTER", "local[2]")
             spark = (builder.master(_with_failures(master))
                      .config("spark.task.maxFailures", str(max_task_failures())).getOrCreate())
-            spark.sparkContext.setLogLevel("FATAL")  # classic only; injected task failures are expected
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise AdapterError(f"pyspark adapter: could not start Spark: {msg}") from None
