@@ -128,6 +128,12 @@ class Conformance:
             self.hung = (f"conformance: adapter {self.name!r} hung: run_batch of {len(schedules)} "
                          f"schedule(s) did not return within {self.deadline:g} s (--conformance-deadline)")
             pytest.exit(self.hung, returncode=3)
+        if isinstance(box.get("error"), AdapterError):
+            # The adapter cannot run at all (for example its engine did not start): a verdict on
+            # every property would be noise, so the session ends with one line.
+            first = (str(box["error"]).strip().splitlines() or [type(box["error"]).__name__])[0]
+            self.hung = f"conformance: adapter {self.name!r} failed: {first}"
+            pytest.exit(self.hung, returncode=3)  # pytest_unconfigure prints it on stderr
         if "error" in box:
             raise box["error"]
         traces = box["traces"]
@@ -336,3 +342,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(_KEY, None)
     if state is not None and state.conformance is not None:
         state.conformance.adapter.close()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A session ended by a failing adapter says why in one line on stderr, after output capture."""
+    state = config.stash.get(_KEY, None)
+    if state is not None and state.conformance is not None and state.conformance.hung:
+        sys.stderr.write(state.conformance.hung + "\n")
+        sys.stderr.flush()

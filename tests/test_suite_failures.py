@@ -101,6 +101,14 @@ def test_hanging_adapter_is_reported_as_a_hang(run_suite) -> None:  # type: igno
     assert "adapter 'Hangs' hung" in result.stdout.str() + result.stderr.str()
 
 
+def test_adapter_error_from_run_batch_ends_the_session_in_one_line(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.wrong_adapters:EngineDown")
+    assert result.ret == 3
+    err = [line for line in result.stderr.lines if line.strip()]
+    assert err == ["conformance: adapter 'EngineDown' failed: could not start the engine: connection refused"]
+    assert not re.search(r"\d+ (passed|failed)", result.stdout.str())  # no verdicts: the run stopped
+
+
 def test_schedule_counts_are_summarised(run_suite) -> None:  # type: ignore[no-untyped-def]
     result = run_suite("-k", "test_ordered_mode or malformed")
     out = result.stdout.str()

@@ -90,6 +90,13 @@ class Hangs(_Wrapper):
         raise AssertionError("unreachable")
 
 
+class EngineDown(_Wrapper):
+    """Builds, but its engine cannot run a batch (AdapterError from run_batch)."""
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        raise AdapterError("could not start the engine: connection refused\nsecond line of detail")
+
+
 def broken() -> object:
     """A factory that cannot build its adapter."""
     raise AdapterError("Java not found (set JAVA_HOME)")

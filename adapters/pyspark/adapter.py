@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.pyspark.scripted import InjectedFailure, ScheduleStore, run_schedule
+from adapters.pyspark.session import check_prerequisites
 from spec.adapter import CAPABILITIES, SCRIPTED, AdapterError
 from spec.schedule import RestoreStep, Schedule, Trace, schedule_from_dict, trace_from_dict
 
@@ -95,6 +96,8 @@ class PySparkAdapter:
     examples = 25
 
     def __init__(self, store_dir: str | None = None, partitions: int = 4, spark: Any = None):
+        if spark is None:  # fail now, in one line, when pyspark or Java is missing
+            check_prerequisites()
         root = store_dir or os.environ.get("CONFORMANCE_SPARK_STORE")
         self._owns_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="pyspark-async-io-"))

@@ -11,8 +11,9 @@
   the rest in a new job.
 
 No SparkContext or RDD API is used, so the same code runs under Connect.  A Spark
-started here (a local master, an embedded Connect server) listens on 127.0.0.1 only.  Missing Java or pyspark raise AdapterError with a
-one-line message before any JVM is started.
+started here (a local master, an embedded Connect server) listens on 127.0.0.1 only.
+Missing Java or pyspark raise AdapterError with a one-line message before any JVM
+is started (check_prerequisites, called by the adapter's constructor).
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ def _check_java() -> None:
         subprocess.run([java, "-version"], capture_output=True, timeout=60, check=True)
     except (OSError, subprocess.SubprocessError) as e:
         raise AdapterError(f"pyspark adapter: `{java} -version` failed: {e}") from None
+
+
+def check_prerequisites() -> None:
+    """Raise AdapterError (one line) when pyspark, or Java for a Spark started here, is missing."""
+    _check_pyspark()
+    remote = os.environ.get("SPARK_REMOTE")
+    if not remote or remote.startswith("local"):
+        _check_java()
 
 
 def _prepare_environment() -> None:
