@@ -13,6 +13,9 @@ from spec.adapter import DEFAULT_BATCH_SIZE, Adapter, AdapterError
 BUILTIN: dict[str, str] = {
     "reference": "adapters.reference:ReferenceAdapter",
     "pyspark": "adapters.pyspark:PySparkAdapter",
+    # The PySpark operator core and conformance runner without Spark: fast and independent of
+    # the reference, so a large budget costs seconds.
+    "pyspark-local": "adapters.pyspark.scripted:LocalScriptedAdapter",
 }
 
 
