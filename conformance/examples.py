@@ -4,6 +4,8 @@ The notation is defined in spec/async-io.md, "Notation used in the examples".  A
 paragraph of a rule's **Example** field with a backticked configuration (`timeout=50 capacity=2`) and
 backticked numbered steps (`0 record 1`, `1 end`); its trace is the indented block after it, or the
 backticked `@…` spans inside it.  `0..100 record {i}` and `@0..99 invoke r{i} #1` stand for runs.
+The tests write their own cases in the same notation, one item a line: `parse_schedule`,
+`parse_trace`, `render_event` (the way back) and `difference` (the comparison) serve them.
 
 Examples of rules marked **Untested** are prose and are skipped (their Untested reason says why);
 any other rule whose Example does not parse is an error, so a broken example cannot go unnoticed.
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from spec.schedule import (
+    EVENT_FIELDS,
     OUTPUT_EVENTS,
     Event,
     Schedule,
@@ -225,6 +228,72 @@ def expand(text: str) -> list[tuple[int, str]]:
 
 
 # --------------------------------------------------------------------------
+# Schedules and traces one item a line (the tests' cases), and the way back
+# --------------------------------------------------------------------------
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.strip().splitlines() if line.strip()]
+
+
+def _events(lines: list[str]) -> list[Event]:
+    """`@3 emit r0 1 ts=-` or `@0..2 invoke r{i} #1` lines -> the events, in the lines' order."""
+    events: list[Event] = []
+    for line in lines:
+        if not line.startswith("@"):
+            raise ValueError(f"a trace line must start with @: {line!r}")
+        events += [parse_event(n, text) for n, text in expand(line[1:])]
+    return events
+
+
+def parse_steps(text: str) -> list[dict[str, Any]]:
+    """One step a line, without step numbers (`record 1`, `complete r0 [10]`) -> the JSON step objects."""
+    return [parse_step(line) for line in _lines(text)]
+
+
+def parse_schedule(config: dict[str, Any], steps: str, validate: bool = True) -> Schedule:
+    """An async I/O schedule from its JSON configuration and its steps, one a line (parse_steps)."""
+    return schedule_from_dict({"area": "async_io", "config": config, "steps": parse_steps(steps)},
+                              validate=validate)
+
+
+def parse_trace(text: str) -> Trace:
+    """One event a line, each with its step: `@0 invoke r0 #1`, `@2 emit r0 10 ts=-`…"""
+    return Trace(tuple(_events(_lines(text))))
+
+
+# The notation of each event kind; the fields are written by _field_text.  A rejection's reason is
+# free text and is left out.
+_EVENT_FORMATS = {
+    "invoke": "invoke {record} #{attempt}",
+    "timeout": "timeout {record}",
+    "emit": "emit {record} {value} ts={timestamp}",
+    "watermark": "watermark {timestamp}",
+    "status": "status {idle}",
+    "checkpoint": "checkpoint {id} {snapshot}",
+    "fail": "fail {record} {reason}",
+    "finished": "finished",
+    "rejected": "rejected",
+}
+
+
+def _field_text(name: str, value: Any) -> str:
+    if name == "record":
+        return "-" if value is None else f"r{value}"
+    if name == "idle":
+        return "idle" if value else "active"
+    if name == "snapshot":
+        return "[" + ", ".join(("r" if kind == "record" else "w") + str(x) for kind, x in value) + "]"
+    return "-" if value is None else str(value)  # a timestamp may be absent
+
+
+def render_event(e: Event) -> str:
+    """An event in the notation, with its step (`@2 emit r0 10 ts=-`): the inverse of parse_event."""
+    fields = {name: _field_text(name, v) for name, v in zip(EVENT_FIELDS[e.event], e.data)}
+    return f"@{e.step} " + _EVENT_FORMATS[e.event].format(**fields)
+
+
+# --------------------------------------------------------------------------
 # The Markdown: Example fields, paragraphs, examples
 # --------------------------------------------------------------------------
 
@@ -275,7 +344,7 @@ class _RuleExamples:
             chunks = re.findall(r"`([^`]+)`", " ".join(b.lines))
             configs = [c for c in chunks if _CONFIG.fullmatch(c)]
             steps = [c for c in chunks if _STEP_CHUNK.fullmatch(c)]
-            inline = [c[1:] for c in chunks if c.startswith("@")]
+            inline = [c for c in chunks if c.startswith("@")]
             code = blocks[i + 1] if i + 1 < len(blocks) and blocks[i + 1].kind == "code" else None
             i += 2 if code else 1
             if not steps:
@@ -287,9 +356,7 @@ class _RuleExamples:
             if bool(inline) == bool(code):
                 raise self.error(b.line, "the steps need exactly one trace: a block after the paragraph "
                                          "or backticked @… spans in it")
-            # "?" marks a block line without its @, reported by example().
-            block = code.lines if code else []
-            trace_lines = inline or [t[1:] if t.startswith("@") else "?" + t for t in block]
+            trace_lines = inline or (code.lines if code else [])
             self.examples.append(self.example(b.line, configs[0] if configs else "", steps, trace_lines))
         return self.examples
 
@@ -300,11 +367,7 @@ class _RuleExamples:
             numbers = [n for n, _ in steps]
             if numbers != list(range(len(steps))):
                 raise ValueError(f"steps must be numbered 0, 1, 2… without gaps, not {numbers}")
-            events = []
-            for t in trace_lines:
-                if t.startswith("?"):
-                    raise ValueError(f"a trace line must start with @: {t[1:]!r}")
-                events += [parse_event(n, text) for n, text in expand(t)]
+            events = _events(trace_lines)
             if [e.step for e in events] != sorted(e.step for e in events):
                 raise ValueError("trace lines must be in step order")
             schedule = schedule_from_dict({"area": "async_io", "config": config,

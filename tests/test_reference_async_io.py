@@ -3,109 +3,62 @@
 Every expected trace here was derived by hand from the rules of spec/async-io.md,
 in the notation of that file (see "Notation used in the examples"); many are the
 rules' own examples.  Inside one step the spec orders output events and side
-effects separately and leaves their interleaving open (spec/schedules.md item 7),
-so traces are compared per step as three sequences: outputs, side effects, and
-the other events.
+effects separately and leaves their interleaving open (spec/schedules.md item 7);
+every other event keeps its place.  Traces are compared so by `difference` of
+conformance/examples.py, which also parses and renders the notation.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 
 import reference
 from adapters.reference import ReferenceAdapter
+from conformance.examples import load_examples, parse_schedule, parse_step, parse_trace, render_event
 from reference.async_io import AsyncIoModel, backoff
-from spec.schedule import (
-    OUTPUT_EVENTS,
-    Event,
-    RetryConfig,
-    Schedule,
-    ScheduleError,
-    schedule_from_dict,
-)
-
-# --------------------------------------------------------------------------
-# The example notation of spec/async-io.md
-# --------------------------------------------------------------------------
-
-
-def _step(line: str) -> dict[str, Any]:
-    words = line.split()
-    op, args = words[0], words[1:]
-    if op == "record":
-        ts = int(args[1][1:]) if len(args) > 1 else None
-        return {"op": "record", "value": int(args[0]), "timestamp": ts}
-    if op == "watermark":
-        return {"op": "watermark", "timestamp": int(args[0])}
-    if op == "status":
-        return {"op": "status", "idle": args[0] == "idle"}
-    if op == "complete":
-        result = line.split(None, 2)[2]
-        return {"op": "complete", "record": int(args[0][1:]),
-                "result": None if result == "null" else [int(v) for v in re.findall(r"-?\d+", result)]}
-    if op == "error":
-        return {"op": "error", "record": int(args[0][1:]), "message": "boom"}
-    if op == "advance":
-        return {"op": "advance", "ms": int(args[0])}
-    if op == "checkpoint":
-        return {"op": "checkpoint", "id": int(args[0])}
-    if op == "restore":
-        step: dict[str, Any] = {"op": "restore", "checkpoint": None if args[0] == "none" else int(args[0])}
-        if len(args) > 1:
-            step["capacity"] = int(args[1].split("=")[1])
-        return step
-    assert op in ("crash", "end"), line
-    return {"op": op}
-
-
-def schedule(config: dict[str, Any], steps: str) -> Schedule:
-    lines = [ln.strip() for ln in steps.strip().splitlines() if ln.strip()]
-    return schedule_from_dict({"area": "async_io", "config": config, "steps": [_step(ln) for ln in lines]})
-
-
-def fixed(max_attempts: int, delay: int, **predicates: bool) -> dict[str, Any]:
-    return {"strategy": "fixed_delay", "max_attempts": max_attempts, "delay": delay, **predicates}
-
-
-def render(e: Event) -> str:
-    d = e.to_dict()
-    r = f"r{d.get('record')}"
-    body = {
-        "invoke": lambda: f"invoke {r} #{d['attempt']}",
-        "emit": lambda: f"emit {r} {d['value']} ts={'-' if d['timestamp'] is None else d['timestamp']}",
-        "watermark": lambda: f"watermark {d['timestamp']}",
-        "status": lambda: f"status {'idle' if d['idle'] else 'active'}",
-        "timeout": lambda: f"timeout {r}",
-        "checkpoint": lambda: "checkpoint {} [{}]".format(d["id"], ", ".join(
-            f"r{x['record']}" if "record" in x else f"w{x['watermark']}" for x in d["snapshot"])),
-        "fail": lambda: f"fail {r} {d['reason']}",
-        "finished": lambda: "finished",
-        "rejected": lambda: "rejected",
-    }[e.event]()
-    return f"@{e.step} {body}"
-
-
-def _projection(lines: list[str]) -> dict[tuple[str, str], list[str]]:
-    """Per step: outputs, side effects and other events, each in order (spec/schedules.md item 7)."""
-    out: dict[tuple[str, str], list[str]] = {}
-    for line in lines:
-        step, kind = line.split()[:2]
-        group = "out" if kind in OUTPUT_EVENTS else "side" if kind in ("invoke", "timeout") else "other"
-        out.setdefault((step, group), []).append(line)
-    return out
-
-
-def expected(text: str) -> list[str]:
-    return [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+from spec.schedule import RetryConfig, ScheduleError, schedule_from_dict
+from tests.async_io_cases import CASES, assert_trace, fixed
 
 
 def check(config: dict[str, Any], steps: str, trace: str) -> None:
-    actual = [render(e) for e in reference.run(schedule(config, steps))]
-    want = expected(trace)
-    assert _projection(actual) == _projection(want), "\nactual:\n  " + "\n  ".join(actual)
+    assert_trace("reference", reference.run(parse_schedule(config, steps)), trace)
+
+
+# --------------------------------------------------------------------------
+# The cases the PySpark adapter is checked on too (tests/async_io_cases.py)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_shared_case(name: str) -> None:
+    config, steps, trace = CASES[name]
+    assert_trace(name, reference.run(parse_schedule(config, steps)), trace)
+
+
+def test_rendering_is_the_inverse_of_parsing() -> None:
+    """render_event writes what parse_trace reads, for every event kind of the notation."""
+    text = """
+        @-1 rejected
+        @0 invoke r0 #1
+        @1 timeout r0
+        @1 emit r0 0 ts=7
+        @2 emit r1 5 ts=-
+        @2 watermark -3
+        @3 status idle
+        @3 status active
+        @4 checkpoint 1 [r0, w5, r2]
+        @4 checkpoint 2 []
+        @5 fail r0 error
+        @5 fail - timeout
+        @6 finished
+    """
+    trace = parse_trace(text)
+    assert [render_event(e) for e in trace] == [line.strip() for line in text.strip().splitlines()]
+    assert parse_trace("\n".join(map(render_event, trace))) == trace
+    for example in load_examples():  # and every trace written in the spec
+        assert parse_trace("\n".join(map(render_event, example.trace))) == example.trace, example.id
 
 
 # --------------------------------------------------------------------------
@@ -113,56 +66,10 @@ def check(config: dict[str, Any], steps: str, trace: str) -> None:
 # --------------------------------------------------------------------------
 
 
-def test_ordered_emits_in_input_order_aio_12() -> None:
-    check({"capacity": 3}, """
-        record 1
-        watermark 5
-        record 2
-        complete r1 [20]
-        complete r0 [10]
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r1 #1
-        @4 emit r0 10 ts=-
-        @4 watermark 5
-        @4 emit r1 20 ts=-
-    """)
-
-
 def test_unordered_segments_aio_13() -> None:
-    check({"mode": "unordered", "capacity": 4}, """
-        record 1
-        watermark 5
-        record 2
-        complete r1 [20]
-        complete r0 [10]
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r1 #1
-        @4 emit r0 10 ts=-
-        @4 watermark 5
-        @4 emit r1 20 ts=-
-    """)
-
-
-def test_unordered_completion_order_inside_a_segment_aio_14() -> None:
-    check({"mode": "unordered"}, """
-        record 1
-        watermark 5
-        record 2
-        record 3
-        complete r2 [30]
-        complete r1 [20]
-        complete r0 [10]
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r1 #1
-        @3 invoke r2 #1
-        @6 emit r0 10 ts=-
-        @6 watermark 5
-        @6 emit r2 30 ts=-
-        @6 emit r1 20 ts=-
-    """)
+    # The shared AIO-12 case in unordered mode gives the same trace: the watermark keeps r1 behind r0.
+    _, steps, trace = CASES["ordered"]
+    check({"mode": "unordered", "capacity": 4}, steps, trace)
 
 
 def test_unordered_without_watermarks_is_completion_order_aio_14() -> None:
@@ -263,24 +170,6 @@ def test_watermarks_take_slots_aio_6() -> None:
     """)
 
 
-def test_full_queue_blocks_the_channel_in_order_aio_7() -> None:
-    check({"capacity": 1}, """
-        record 1
-        record 2
-        watermark 9
-        record 3
-        complete r0 [10]
-        complete r1 [20]
-    """, """
-        @0 invoke r0 #1
-        @4 emit r0 10 ts=-
-        @4 invoke r1 #1
-        @5 emit r1 20 ts=-
-        @5 watermark 9
-        @5 invoke r2 #1
-    """)
-
-
 def test_completed_but_unemitted_record_keeps_its_slot_aio_8() -> None:
     check({"capacity": 2}, """
         record 1
@@ -318,8 +207,8 @@ def test_checkpoint_barrier_waits_behind_a_blocked_record_aio_44() -> None:
 
 
 def test_model_observations_while_blocked() -> None:
-    model = AsyncIoModel(schedule({"capacity": 1, "timeout": 50}, "").config)
-    s = schedule({"capacity": 1, "timeout": 50}, "record 1\nrecord 2\ncheckpoint 1\nadvance 20")
+    model = AsyncIoModel(parse_schedule({"capacity": 1, "timeout": 50}, "").config)
+    s = parse_schedule({"capacity": 1, "timeout": 50}, "record 1\nrecord 2\ncheckpoint 1\nadvance 20")
     for i, step in enumerate(s.steps):
         model.apply(i, step)
     assert model.queue_size() == 1
@@ -392,22 +281,6 @@ def test_error_fails_the_task_and_ends_the_incarnation_aio_23_aio_58() -> None:
     """)
 
 
-def test_restore_after_failure_reprocesses_the_record_aio_25() -> None:
-    check({}, """
-        record 1
-        checkpoint 1
-        error r0
-        restore 1
-        complete r0 [10]
-    """, """
-        @0 invoke r0 #1
-        @1 checkpoint 1 [r0]
-        @2 fail r0 error
-        @3 invoke r0 #1
-        @4 emit r0 10 ts=-
-    """)
-
-
 # --------------------------------------------------------------------------
 # Timeouts (AIO-2, AIO-26..AIO-32, AIO-53, AIO-54, AIO-59)
 # --------------------------------------------------------------------------
@@ -458,14 +331,14 @@ def test_ignoring_handler_keeps_the_call_outstanding_aio_27_aio_30() -> None:
 
 
 def test_no_timeout_after_completion_aio_31_aio_32() -> None:
-    s = schedule({"timeout": 50}, """
+    s = parse_schedule({"timeout": 50}, """
         record 1
         advance 49
         complete r0 [9]
         advance 1
     """)
     model = reference.model_for(s)
-    events = [render(e) for i, st in enumerate(s.steps) for e in model.apply(i, st)]
+    events = [render_event(e) for i, st in enumerate(s.steps) for e in model.apply(i, st)]
     assert events == ["@0 invoke r0 #1", "@2 emit r0 9 ts=-"]
     assert model.pending_timers() == []
 
@@ -504,23 +377,6 @@ def test_timer_registered_while_firing_fires_in_the_same_step_aio_54() -> None:
         @2 invoke r1 #1
         @2 timeout r1
         @2 emit r1 0 ts=-
-    """)
-
-
-def test_timeout_starts_at_admission_aio_59() -> None:
-    check({"capacity": 1, "timeout": 50, "on_timeout": "complete", "timeout_result": [0]}, """
-        record 1
-        record 2
-        advance 30
-        complete r0 [10]
-        advance 49
-        advance 1
-    """, """
-        @0 invoke r0 #1
-        @3 emit r0 10 ts=-
-        @3 invoke r1 #1
-        @5 timeout r1
-        @5 emit r1 0 ts=-
     """)
 
 
@@ -592,22 +448,6 @@ def test_retry_cutoff_counts_from_admission_aio_33_aio_59() -> None:
         @3 emit r0 1 ts=-
         @3 invoke r1 #1
         @6 invoke r1 #2
-    """)
-
-
-def test_max_attempts_counts_retries_aio_34() -> None:
-    check({"timeout": 1000, "retry": fixed(2, 10, if_error=True)}, """
-        record 1
-        error r0
-        advance 10
-        error r0
-        advance 10
-        error r0
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r0 #2
-        @4 invoke r0 #3
-        @5 fail r0 error
     """)
 
 
@@ -703,7 +543,7 @@ def test_timeout_with_completing_handler_during_backoff_aio_37() -> None:
 
 
 def test_ignored_timeout_during_backoff_stalls_until_end_of_input_aio_37_aio_39() -> None:
-    s = schedule({"timeout": 50, "on_timeout": "ignore", "retry": fixed(3, 40, if_empty=True)}, """
+    s = parse_schedule({"timeout": 50, "on_timeout": "ignore", "retry": fixed(3, 40, if_empty=True)}, """
         record 1
         advance 20
         complete r0 []
@@ -716,7 +556,7 @@ def test_ignored_timeout_during_backoff_stalls_until_end_of_input_aio_37_aio_39(
     model = reference.model_for(s)
     events: list[str] = []
     for i, step in enumerate(s.steps):
-        events += [render(e) for e in model.apply(i, step)]
+        events += [render_event(e) for e in model.apply(i, step)]
         if i == 4:  # stalled: admitted, but no call and no timer
             assert model.outstanding() == [] and model.admitted() == [0] and model.pending_timers() == []
     assert events == ["@0 invoke r0 #1", "@3 timeout r0", "@6 invoke r0 #2", "@7 finished"]
@@ -768,26 +608,6 @@ def test_end_of_input_does_not_call_records_with_a_call_aio_60() -> None:
         @2 invoke r0 #2
         @4 emit r0 5 ts=-
         @4 finished
-    """)
-
-
-def test_exponential_backoff_aio_40() -> None:
-    retry = {"strategy": "exponential_backoff", "max_attempts": 4, "initial_delay": 10, "max_delay": 35,
-             "multiplier": 2.0, "if_error": True}
-    check({"timeout": 1000, "retry": retry}, """
-        record 1
-        error r0
-        advance 10
-        error r0
-        advance 20
-        error r0
-        advance 34
-        advance 1
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r0 #2
-        @4 invoke r0 #3
-        @7 invoke r0 #4
     """)
 
 
@@ -906,56 +726,6 @@ def test_unordered_incomplete_records_in_admission_order_aio_55() -> None:
     """)
 
 
-def test_restore_replays_with_fresh_timeouts_aio_46() -> None:
-    check({"timeout": 50}, """
-        record 1
-        watermark 5
-        record 2
-        checkpoint 1
-        complete r0 [10]
-        advance 30
-        crash
-        restore 1
-        complete r0 [11]
-        advance 50
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r1 #1
-        @3 checkpoint 1 [r0, w5, r1]
-        @4 emit r0 10 ts=-
-        @4 watermark 5
-        @7 invoke r0 #1
-        @7 invoke r1 #1
-        @8 emit r0 11 ts=-
-        @8 watermark 5
-        @9 timeout r1
-        @9 fail r1 timeout
-    """)
-
-
-def test_restore_with_smaller_capacity_aio_47() -> None:
-    check({"capacity": 3}, """
-        record 1
-        record 2
-        record 3
-        checkpoint 1
-        crash
-        restore 1 capacity=1
-        complete r0 [10]
-        complete r1 [20]
-    """, """
-        @0 invoke r0 #1
-        @1 invoke r1 #1
-        @2 invoke r2 #1
-        @3 checkpoint 1 [r0, r1, r2]
-        @5 invoke r0 #1
-        @6 emit r0 10 ts=-
-        @6 invoke r1 #1
-        @7 emit r1 20 ts=-
-        @7 invoke r2 #1
-    """)
-
-
 def test_outputs_before_the_checkpoint_are_not_repeated_aio_48() -> None:
     check({}, """
         record 1
@@ -1013,24 +783,6 @@ def test_restore_from_nothing_starts_empty_and_new_input_follows() -> None:
 # --------------------------------------------------------------------------
 
 
-def test_statuses_bypass_the_queue_but_not_the_channel_aio_51() -> None:
-    check({"capacity": 1}, """
-        record 1
-        status idle
-        record 2
-        status active
-        checkpoint 1
-        complete r0 [10]
-    """, """
-        @0 invoke r0 #1
-        @1 status idle
-        @5 emit r0 10 ts=-
-        @5 invoke r1 #1
-        @5 status active
-        @5 checkpoint 1 [r1]
-    """)
-
-
 # --------------------------------------------------------------------------
 # Configuration and malformed schedules
 # --------------------------------------------------------------------------
@@ -1052,17 +804,15 @@ def test_refused_configuration_gives_a_rejected_trace_aio_1_aio_3(config: dict[s
 
 def test_adapter_runs_a_batch_in_order_and_supports_everything() -> None:
     adapter = ReferenceAdapter()
-    a = schedule({}, "record 1\ncomplete r0 [1]")
-    b = schedule({}, "watermark 4")
-    assert [[render(e) for e in t] for t in adapter.run_batch([a, b])] == [
+    a = parse_schedule({}, "record 1\ncomplete r0 [1]")
+    b = parse_schedule({}, "watermark 4")
+    assert [[render_event(e) for e in t] for t in adapter.run_batch([a, b])] == [
         ["@0 invoke r0 #1", "@1 emit r0 1 ts=-"], ["@0 watermark 4"]]
     assert all(reason is None for reason in adapter.capabilities().values())
 
 
 def _error(config: dict[str, Any], steps: str) -> ScheduleError:
-    s = schedule_from_dict({"area": "async_io", "config": config,
-                            "steps": [_step(ln.strip()) for ln in steps.strip().splitlines()]},
-                           validate=False)
+    s = parse_schedule(config, steps, validate=False)
     with pytest.raises(ScheduleError) as err:
         reference.run(s)
     return err.value
@@ -1097,7 +847,7 @@ def test_long_schedule_runs_with_bounded_work_per_step() -> None:
     """
     cfg = {"mode": "unordered", "capacity": 16, "timeout": 40, "on_timeout": "complete",
            "timeout_result": [0], "retry": fixed(2, 3, if_empty=True)}
-    model = reference.model_for(schedule(cfg, ""))
+    model = reference.model_for(parse_schedule(cfg, ""))
     steps: list[str] = []
     largest = 0
     i = 0
@@ -1108,7 +858,7 @@ def test_long_schedule_runs_with_bounded_work_per_step() -> None:
             batch.append(f"complete r{oldest} {'[]' if i % 3 == 0 else [i]}")
         batch.append("advance 1")
         for line in batch:
-            one = schedule_from_dict({"area": "async_io", "config": cfg, "steps": [_step(line)]},
+            one = schedule_from_dict({"area": "async_io", "config": cfg, "steps": [parse_step(line)]},
                                      validate=False)
             model.apply(len(steps), one.steps[0])
             steps.append(line)
@@ -1117,5 +867,5 @@ def test_long_schedule_runs_with_bounded_work_per_step() -> None:
         i += 1
     assert model.alive
     assert largest <= 4 * 16
-    trace = reference.run(schedule(cfg, "\n".join(steps)))
+    trace = reference.run(parse_schedule(cfg, "\n".join(steps)))
     assert sum(e.event == "emit" for e in trace) > 1000
