@@ -5,8 +5,9 @@ Three parts:
 1. Conformance mode through Spark: a batch of schedules runs in one Spark job and every trace
    is compared with a trace derived by hand from the rules of spec/async-io.md (written in the
    notation of that file; several are the rules' own examples, the others are derived in the
-   comments).  Crash steps and task failures are real Spark task failures: the adapter reports
-   the task attempt that produced each trace.
+   comments).  The cases the reference model is checked on too are in tests/async_io_cases.py.
+   Crash steps and task failures are real Spark task failures: the adapter reports the task
+   attempt that produced each trace.
 2. The durable store and resumption, without Spark.
 3. `async_map` on real DataFrames with real asyncio sleeps, and the operator on a real event
    loop without Spark.
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -28,134 +28,21 @@ from typing import Any
 import pytest
 
 from adapters.pyspark.scripted import InjectedFailure, ScheduleStore, run_schedule, run_with_retries
+from conformance.examples import parse_schedule, render_event
 from spec.adapter import CAPABILITIES, SCRIPTED, AdapterError
-from spec.schedule import OUTPUT_EVENTS, Event, Schedule, Trace, schedule_from_dict
+from spec.schedule import Trace
+from tests.async_io_cases import CASES as SHARED_CASES
+from tests.async_io_cases import assert_trace
 
 # --------------------------------------------------------------------------
-# The example notation of spec/async-io.md
-# --------------------------------------------------------------------------
-
-
-def _step(line: str) -> dict[str, Any]:
-    words = line.split()
-    op, args = words[0], words[1:]
-    if op == "record":
-        ts = int(args[1][1:]) if len(args) > 1 else None
-        return {"op": "record", "value": int(args[0]), "timestamp": ts}
-    if op == "watermark":
-        return {"op": "watermark", "timestamp": int(args[0])}
-    if op == "status":
-        return {"op": "status", "idle": args[0] == "idle"}
-    if op == "complete":
-        result = line.split(None, 2)[2]
-        values = None if result == "null" else [int(v) for v in re.findall(r"-?\d+", result)]
-        return {"op": "complete", "record": int(args[0][1:]), "result": values}
-    if op == "error":
-        return {"op": "error", "record": int(args[0][1:]), "message": "boom"}
-    if op == "advance":
-        return {"op": "advance", "ms": int(args[0])}
-    if op == "checkpoint":
-        return {"op": "checkpoint", "id": int(args[0])}
-    if op == "restore":
-        step: dict[str, Any] = {"op": "restore", "checkpoint": None if args[0] == "none" else int(args[0])}
-        if len(args) > 1:
-            step["capacity"] = int(args[1].split("=")[1])
-        return step
-    assert op in ("crash", "end"), line
-    return {"op": op}
-
-
-def schedule(config: dict[str, Any], steps: str, validate: bool = True) -> Schedule:
-    lines = [ln.strip() for ln in steps.strip().splitlines() if ln.strip()]
-    d = {"area": "async_io", "config": config, "steps": [_step(ln) for ln in lines]}
-    return schedule_from_dict(d, validate=validate)
-
-
-def render(e: Event) -> str:
-    d = e.to_dict()
-    r = f"r{d.get('record')}"
-    kind = e.event
-    if kind == "invoke":
-        body = f"invoke {r} #{d['attempt']}"
-    elif kind == "emit":
-        body = f"emit {r} {d['value']} ts={'-' if d['timestamp'] is None else d['timestamp']}"
-    elif kind == "watermark":
-        body = f"watermark {d['timestamp']}"
-    elif kind == "status":
-        body = f"status {'idle' if d['idle'] else 'active'}"
-    elif kind == "checkpoint":
-        items = [f"r{v}" if k == "record" else f"w{v}" for item in d["snapshot"] for k, v in item.items()]
-        body = f"checkpoint {d['id']} [{', '.join(items)}]"
-    elif kind == "fail":
-        body = f"fail {r} {d['reason']}"
-    elif kind == "timeout":
-        body = f"timeout {r}"
-    else:
-        body = kind  # finished, rejected
-    return f"@{e.step} {body}"
-
-
-def per_step(lines: list[str]) -> dict[str, tuple[list[str], list[str]]]:
-    """Per step: the output events in order, and the other events in order (spec/schedules.md item 7)."""
-    out: dict[str, tuple[list[str], list[str]]] = {}
-    for line in lines:
-        step, body = line.split(" ", 1)
-        outputs, others = out.setdefault(step, ([], []))
-        (outputs if body.split()[0] in OUTPUT_EVENTS else others).append(body)
-    return out
-
-
-def expected_lines(text: str) -> list[str]:
-    return [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-
-
-def assert_trace(name: str, trace: Trace, expected: str) -> None:
-    got = [render(e) for e in trace]
-    want = expected_lines(expected)
-    assert per_step(got) == per_step(want), f"{name}: expected\n  " + "\n  ".join(want) + \
-        "\ngot\n  " + "\n  ".join(got)
-
-
-# --------------------------------------------------------------------------
-# Hand-derived cases
+# Hand-derived cases: those of tests/async_io_cases.py (the reference is checked on them too), and these
 # --------------------------------------------------------------------------
 
 RETRY_EMPTY = {"strategy": "fixed_delay", "max_attempts": 1, "delay": 5, "if_empty": True}
 
-# name -> (config, steps, expected trace, task failures the schedule causes)
-CASES: dict[str, tuple[dict[str, Any], str, str, int]] = {
-    # AIO-12 (the rule's example): input order, watermarks included.
-    "ordered": ({"capacity": 3}, """
-        record 1
-        watermark 5
-        record 2
-        complete r1 [20]
-        complete r0 [10]
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r1 #1
-        @4 emit r0 10 ts=-
-        @4 watermark 5
-        @4 emit r1 20 ts=-
-    """, 0),
-    # AIO-14 (the rule's example): completion order inside a segment, segments in order.
-    "unordered": ({"mode": "unordered"}, """
-        record 1
-        watermark 5
-        record 2
-        record 3
-        complete r2 [30]
-        complete r1 [20]
-        complete r0 [10]
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r1 #1
-        @3 invoke r2 #1
-        @6 emit r0 10 ts=-
-        @6 watermark 5
-        @6 emit r2 30 ts=-
-        @6 emit r1 20 ts=-
-    """, 0),
+# name -> (config, steps, expected trace)
+CASES: dict[str, tuple[dict[str, Any], str, str]] = {
+    **SHARED_CASES,
     # AIO-18 with timestamps, unordered and no watermark: r1 leaves first; its two values
     # form one run without timestamp; r0's value carries its timestamp 100.  End with an
     # empty queue finishes at once (AIO-56).
@@ -172,38 +59,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str, int]] = {
         @2 emit r1 81 ts=-
         @3 emit r0 70 ts=100
         @4 finished
-    """, 0),
-    # AIO-7 (the rule's example): a full queue blocks the channel in order.
-    "capacity": ({"capacity": 1}, """
-        record 1
-        record 2
-        watermark 9
-        record 3
-        complete r0 [10]
-        complete r1 [20]
-    """, """
-        @0 invoke r0 #1
-        @4 emit r0 10 ts=-
-        @4 invoke r1 #1
-        @5 emit r1 20 ts=-
-        @5 watermark 9
-        @5 invoke r2 #1
-    """, 0),
-    # AIO-59 (the rule's example): the timeout runs from admission, not arrival.
-    "timeout-complete": ({"capacity": 1, "timeout": 50, "on_timeout": "complete", "timeout_result": [0]}, """
-        record 1
-        record 2
-        advance 30
-        complete r0 [10]
-        advance 49
-        advance 1
-    """, """
-        @0 invoke r0 #1
-        @3 emit r0 10 ts=-
-        @3 invoke r1 #1
-        @5 timeout r1
-        @5 emit r1 0 ts=-
-    """, 0),
+    """),
     # AIO-28: the default handler fails the task (a real Spark task failure here).
     "timeout-fail": ({"timeout": 50}, """
         record 1
@@ -212,7 +68,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str, int]] = {
         @0 invoke r0 #1
         @1 timeout r0
         @1 fail r0 timeout
-    """, 1),
+    """),
     # AIO-33/34/36, derived: unordered, r0's empty result is retried once after 5 ms (attempt 1
     # <= max_attempts 1), r1's result leaves at once; attempt 2 of r0 ends empty again and
     # 2 > max_attempts, so it is final and emits nothing; end finishes with an empty queue.
@@ -230,100 +86,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str, int]] = {
         @3 emit r1 7 ts=20
         @4 invoke r0 #2
         @6 finished
-    """, 0),
-    # AIO-34 (the rule's example): up to max_attempts retries, then the error fails the task.
-    "retry-error": ({"timeout": 1000, "retry": {"strategy": "fixed_delay", "max_attempts": 2, "delay": 10,
-                                                 "if_error": True}}, """
-        record 1
-        error r0
-        advance 10
-        error r0
-        advance 10
-        error r0
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r0 #2
-        @4 invoke r0 #3
-        @5 fail r0 error
-    """, 1),
-    # AIO-40 (the rule's example): exponential backoff 10, 20, min(40, 35).
-    "retry-exponential": ({"timeout": 1000, "retry": {
-        "strategy": "exponential_backoff", "max_attempts": 4, "initial_delay": 10, "max_delay": 35,
-        "multiplier": 2.0, "if_error": True}}, """
-        record 1
-        error r0
-        advance 10
-        error r0
-        advance 20
-        error r0
-        advance 34
-        advance 1
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r0 #2
-        @4 invoke r0 #3
-        @7 invoke r0 #4
-    """, 0),
-    # AIO-46 (the rule's example): restore replays the snapshot with fresh timeouts.
-    "crash-restore": ({"timeout": 50}, """
-        record 1
-        watermark 5
-        record 2
-        checkpoint 1
-        complete r0 [10]
-        advance 30
-        crash
-        restore 1
-        complete r0 [11]
-        advance 50
-    """, """
-        @0 invoke r0 #1
-        @2 invoke r1 #1
-        @3 checkpoint 1 [r0, w5, r1]
-        @4 emit r0 10 ts=-
-        @4 watermark 5
-        @7 invoke r0 #1
-        @7 invoke r1 #1
-        @8 emit r0 11 ts=-
-        @8 watermark 5
-        @9 timeout r1
-        @9 fail r1 timeout
-    """, 2),
-    # AIO-25 (the rule's example): a failed task recovers from its checkpoint.
-    "fail-restore": ({}, """
-        record 1
-        checkpoint 1
-        error r0
-        restore 1
-        complete r0 [10]
-    """, """
-        @0 invoke r0 #1
-        @1 checkpoint 1 [r0]
-        @2 fail r0 error
-        @3 invoke r0 #1
-        @4 emit r0 10 ts=-
-    """, 1),
-    # AIO-47 (the rule's example): a smaller restored capacity blocks, loses nothing.
-    "restore-smaller": ({"capacity": 3}, """
-        record 1
-        record 2
-        record 3
-        checkpoint 1
-        crash
-        restore 1 capacity=1
-        complete r0 [10]
-        complete r1 [20]
-    """, """
-        @0 invoke r0 #1
-        @1 invoke r1 #1
-        @2 invoke r2 #1
-        @3 checkpoint 1 [r0, r1, r2]
-        @5 invoke r0 #1
-        @6 emit r0 10 ts=-
-        @6 invoke r1 #1
-        @7 emit r1 20 ts=-
-        @7 invoke r2 #1
-    """, 1),
+    """),
     # Derived: two crashes, so two task failures.  Checkpoint 2 holds r0 and r1 (AIO-44);
     # r0's output before the second crash is not in checkpoint 2's state, so after restoring
     # checkpoint 2 with capacity 1 (AIO-57) r0 is called again and r1 waits for its slot.
@@ -352,23 +115,17 @@ CASES: dict[str, tuple[dict[str, Any], str, str, int]] = {
         @9 invoke r1 #1
         @10 emit r1 7 ts=-
         @11 finished
-    """, 2),
-    # AIO-51 (the rule's example): statuses bypass the queue but wait in the channel.
-    "status": ({"capacity": 1}, """
-        record 1
-        status idle
-        record 2
-        status active
-        checkpoint 1
-        complete r0 [10]
-    """, """
-        @0 invoke r0 #1
-        @1 status idle
-        @5 emit r0 10 ts=-
-        @5 invoke r1 #1
-        @5 status active
-        @5 checkpoint 1 [r1]
-    """, 0),
+    """),
+}
+
+# name -> the task failures (crashes and failing steps) the case causes, where there are any
+TASK_FAILURES: dict[str, int] = {
+    "timeout-fail": 1,
+    "retry-error": 1,
+    "crash-restore": 2,
+    "fail-restore": 1,
+    "restore-smaller": 1,
+    "two-crashes": 2,
 }
 
 REJECTED: dict[str, tuple[dict[str, Any], str]] = {
@@ -406,8 +163,8 @@ def adapter(spark: Any) -> Iterator[Any]:
 def batch(adapter: Any) -> dict[str, Trace]:
     """Every hand-derived case, in one run_batch (one Spark job per round of failures)."""
     names = list(CASES) + list(REJECTED)
-    schedules = [schedule(c[0], c[1]) for c in CASES.values()]
-    schedules += [schedule(cfg, "record 1", validate=False) for cfg, _ in REJECTED.values()]
+    schedules = [parse_schedule(config, steps) for config, steps, _ in CASES.values()]
+    schedules += [parse_schedule(cfg, "record 1", validate=False) for cfg, _ in REJECTED.values()]
     traces = adapter.run_batch(schedules)
     assert len(traces) == len(names)
     return dict(zip(names, traces))
@@ -445,16 +202,16 @@ def test_invalid_configuration_is_rejected(batch: dict[str, Trace], name: str) -
 
 def test_failures_are_real_task_retries(adapter: Any, batch: dict[str, Trace]) -> None:
     """A trace of a schedule with n crashes/failures comes from task attempt >= n (Spark retried it)."""
-    names = list(CASES) + list(REJECTED)
-    for i, name in enumerate(names[:len(CASES)]):
-        failures = CASES[name][3]
+    assert set(TASK_FAILURES) <= set(CASES)
+    for i, name in enumerate(CASES):
+        failures = TASK_FAILURES.get(name, 0)
         assert adapter.task_attempts[i] >= failures, (name, adapter.task_attempts[i])
     assert max(adapter.task_attempts.values()) >= 2
 
 
 def test_same_batch_same_traces(adapter: Any, batch: dict[str, Trace]) -> None:
     names = ["unordered", "crash-restore", "two-crashes"]
-    again = adapter.run_batch([schedule(CASES[n][0], CASES[n][1]) for n in names])
+    again = adapter.run_batch([parse_schedule(*CASES[n][:2]) for n in names])
     assert [t.to_json() for t in again] == [batch[n].to_json() for n in names]
 
 
@@ -475,7 +232,7 @@ def tmp_store() -> Iterator[Path]:
 
 
 def test_crash_raises_and_the_next_attempt_resumes_from_the_store(tmp_store: Path) -> None:
-    s = schedule(*CASES["two-crashes"][:2])
+    s = parse_schedule(*CASES["two-crashes"][:2])
     for n in range(2):
         with pytest.raises(InjectedFailure, match=f"step {(2, 7)[n]}"):
             run_schedule(s, ScheduleStore(tmp_store))
@@ -487,17 +244,17 @@ def test_crash_raises_and_the_next_attempt_resumes_from_the_store(tmp_store: Pat
 
 
 def test_restore_reads_the_snapshot_from_durable_storage(tmp_store: Path) -> None:
-    s = schedule(*CASES["restore-smaller"][:2])
+    s = parse_schedule(*CASES["restore-smaller"][:2])
     with pytest.raises(InjectedFailure):
         run_schedule(s, ScheduleStore(tmp_store))
     # Tamper with the stored snapshot: the restored incarnation must replay what is on disk.
     (tmp_store / "ckpt-1.json").write_text(json.dumps([{"record": 2, "value": 3, "timestamp": None}]))
     trace = Trace(tuple(run_schedule(s, ScheduleStore(tmp_store))))
-    assert [render(e) for e in trace if e.step >= 5] == ["@5 invoke r2 #1"]
+    assert [render_event(e) for e in trace if e.step >= 5] == ["@5 invoke r2 #1"]
 
 
 def test_events_of_an_attempt_that_died_without_a_marker_are_dropped(tmp_store: Path) -> None:
-    s = schedule(*CASES["crash-restore"][:2])
+    s = parse_schedule(*CASES["crash-restore"][:2])
     with pytest.raises(InjectedFailure):
         run_schedule(s, ScheduleStore(tmp_store))
     with open(tmp_store / "sink.jsonl", "a") as f:  # a half-done attempt: an event, no marker
