@@ -541,14 +541,8 @@ class AsyncWaitOperator:
     def _fail(self, entry: Entry | None, reason: str, error: BaseException | None) -> None:
         """The task fails (AIO-23): this operator does nothing more."""
         record = entry.record if entry is not None else None
+        self._discard()
         self.failure = Failure(record, reason, error)
-        for e in self.queue.values():
-            self._cancel_timer(e, "timeout_timer")
-            self._cancel_timer(e, "retry_timer")
-            if not e.done:
-                self.service.cancel(e)
-        self.channel.clear()
-        self._closed = True
         self.output.failed(record, reason, error)
         if self.on_progress is not None:
             self.on_progress()
@@ -556,10 +550,16 @@ class AsyncWaitOperator:
     def close(self) -> None:
         """Discard everything (a crash or the end of the task): no more output."""
         if self.failure is None:
-            for e in self.queue.values():
-                self._cancel_timer(e, "timeout_timer")
-                self._cancel_timer(e, "retry_timer")
-                if not e.done:
-                    self.service.cancel(e)
+            self._discard()
+        self.channel.clear()
+        self._closed = True
+
+    def _discard(self) -> None:
+        """Cancel every timer and outstanding call, drop the waiting input, stop."""
+        for e in self.queue.values():
+            self._cancel_timer(e, "timeout_timer")
+            self._cancel_timer(e, "retry_timer")
+            if not e.done:
+                self.service.cancel(e)
         self.channel.clear()
         self._closed = True
