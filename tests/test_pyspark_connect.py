@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_pyspark_async_io import CASES, REJECTED, assert_trace, schedule
+from test_pyspark_async_io import CASES, REJECTED, TASK_FAILURES
 
+from conformance.examples import parse_schedule as schedule
 from spec.adapter import AdapterError
+from tests.async_io_cases import assert_trace
 
 pytestmark = pytest.mark.spark
 
@@ -109,7 +111,7 @@ def test_adapter_under_connect_gives_the_hand_derived_traces(connect_spark: Any)
             assert e.event == "rejected" and e.reason.startswith(rule + ":")
         # Crashes and task failures were real task failures on the Connect server, retried by it.
         for i, name in enumerate(names):
-            assert adapter.task_attempts[i] >= CASES[name][3], name
+            assert adapter.task_attempts[i] >= TASK_FAILURES.get(name, 0), name
     finally:
         adapter.close()
     assert not adapter.root.exists()
