@@ -35,10 +35,18 @@ from typing import Any
 
 from adapters.pyspark.scripted import InjectedFailure, ScheduleStore, run_schedule
 from adapters.pyspark.session import check_prerequisites
-from spec.adapter import CAPABILITIES, SCRIPTED, AdapterError
+from spec.adapter import CAPABILITIES, SCRIPTED
 from spec.schedule import RestoreStep, Schedule, Trace, schedule_from_dict, trace_from_dict
 
 OUTPUT_SCHEMA = "sid long, trace string, error string, attempt int"
+
+
+class ScheduleCrashed(RuntimeError):
+    """The operator raised on a schedule (a bug, not a task failure the schedule asked for).
+
+    Not an AdapterError: that one means the engine cannot run at all and ends the session, while
+    this fails the property that drew the schedule and shows the traceback.
+    """
 
 
 def run_partition(root: str, max_failures: int, batches: Iterator[Any]) -> Iterator[Any]:
@@ -127,8 +135,9 @@ class PySparkAdapter:
                 df = spark.createDataFrame(rows, "sid long, schedule string")
                 df = df.repartition(min(len(rows), self.partitions))
                 for row in df.mapInArrow(task, OUTPUT_SCHEMA).collect():
-                    if row["error"]:
-                        raise AdapterError(f"pyspark adapter: schedule {row['sid']} raised:\n{row['error']}")
+                    if row["error"]:  # a bug in the operator: the property fails, with the traceback
+                        sid, error = row["sid"], row["error"]
+                        raise ScheduleCrashed(f"pyspark adapter: schedule {sid} raised:\n{error}")
                     if row["trace"] is not None:
                         traces[row["sid"]] = trace_from_dict(json.loads(row["trace"]))
                         self.task_attempts[row["sid"]] = row["attempt"]
@@ -136,7 +145,7 @@ class PySparkAdapter:
         finally:
             shutil.rmtree(job, ignore_errors=True)
         if pending:
-            raise AdapterError(f"pyspark adapter: no trace for schedules {pending}")
+            raise ScheduleCrashed(f"pyspark adapter: no trace for schedules {pending}")
         return [traces[i] for i in range(len(schedules))]
 
     def close(self) -> None:
