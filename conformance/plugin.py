@@ -68,14 +68,14 @@ class AdapterHang(AdapterError):
 class Conformance:
     """The adapter under test and the checks run against it."""
 
-    def __init__(self, adapter: Adapter, spec: str, deadline: float):
+    def __init__(self, adapter: Adapter, spec: str, deadline: float, batch_size: int = DEFAULT_BATCH_SIZE):
         self.adapter = adapter
         self.spec = spec
         self.deadline = deadline
         self.item: pytest.Item | None = None
         self.counts: Counter[str] = Counter()
-        self.hung = ""  # set when run_batch did not return within the deadline
-        self.batch_size = DEFAULT_BATCH_SIZE  # largest batch per example (spec/adapter.py)
+        self.fatal = ""  # why the session ended: run_batch hung, or the adapter cannot run
+        self.batch_size = batch_size  # largest batch per example (spec/adapter.py)
 
     @property
     def name(self) -> str:
@@ -111,8 +111,8 @@ class Conformance:
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         """adapter.run_batch in a worker thread; a run longer than the deadline stops the session."""
-        if self.hung:  # the adapter is stuck in an earlier batch: do not wait again
-            pytest.exit(self.hung, returncode=3)
+        if self.fatal:  # the adapter is stuck in an earlier batch: do not wait again
+            pytest.exit(self.fatal, returncode=3)
         box: dict[str, Any] = {}
 
         def work() -> None:
@@ -125,15 +125,15 @@ class Conformance:
         worker.start()
         worker.join(self.deadline)
         if worker.is_alive():
-            self.hung = (f"conformance: adapter {self.name!r} hung: run_batch of {len(schedules)} "
+            self.fatal = (f"conformance: adapter {self.name!r} hung: run_batch of {len(schedules)} "
                          f"schedule(s) did not return within {self.deadline:g} s (--conformance-deadline)")
-            pytest.exit(self.hung, returncode=3)
+            pytest.exit(self.fatal, returncode=3)
         if isinstance(box.get("error"), AdapterError):
             # The adapter cannot run at all (for example its engine did not start): a verdict on
             # every property would be noise, so the session ends with one line.
             first = (str(box["error"]).strip().splitlines() or [type(box["error"]).__name__])[0]
-            self.hung = f"conformance: adapter {self.name!r} failed: {first}"
-            pytest.exit(self.hung, returncode=3)  # pytest_unconfigure prints it on stderr
+            self.fatal = f"conformance: adapter {self.name!r} failed: {first}"
+            pytest.exit(self.fatal, returncode=3)  # pytest_unconfigure prints it on stderr
         if "error" in box:
             raise box["error"]
         traces = box["traces"]
@@ -181,7 +181,7 @@ class _State:
         self.unsupported: list[tuple[str, str]] = []  # (nodeid, message)
         self.schedules: dict[str, int] = {}  # nodeid -> schedules run
         self.rules: dict[str, list[str]] = {}  # nodeid -> rule IDs
-        self.batch_size = DEFAULT_BATCH_SIZE  # the adapter's budget hint (spec/adapter.py)
+        self.batch_size = DEFAULT_BATCH_SIZE  # the adapter's budget hint, read before it is built
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect counts and UNSUPPORTED properties from reports (works under xdist too)."""
@@ -260,8 +260,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         sys.stderr.write(f"conformance: adapter {state.spec!r} has completion_order "
                          f"{adapter.completion_order!r}; use spec.adapter.SCRIPTED or FREE\n")
         pytest.exit(f"bad adapter {state.spec!r}", returncode=4)
-    state.conformance = Conformance(adapter, state.spec, state.deadline)
-    state.conformance.batch_size = state.batch_size
+    state.conformance = Conformance(adapter, state.spec, state.deadline, state.batch_size)
 
 
 @pytest.fixture(scope="session")
@@ -347,6 +346,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A session ended by a failing adapter says why in one line on stderr, after output capture."""
     state = config.stash.get(_KEY, None)
-    if state is not None and state.conformance is not None and state.conformance.hung:
-        sys.stderr.write(state.conformance.hung + "\n")
+    if state is not None and state.conformance is not None and state.conformance.fatal:
+        sys.stderr.write(state.conformance.fatal + "\n")
         sys.stderr.flush()

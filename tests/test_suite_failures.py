@@ -109,6 +109,14 @@ def test_adapter_error_from_run_batch_ends_the_session_in_one_line(run_suite) ->
     assert not re.search(r"\d+ (passed|failed)", result.stdout.str())  # no verdicts: the run stopped
 
 
+def test_a_bug_in_run_batch_fails_the_properties_with_its_traceback(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.wrong_adapters:Crashes", "-k", "test_ordered_mode or test_results")
+    out = result.stdout.str()
+    assert result.ret == 1, out  # test failures, not the session-ending exit 3
+    assert re.search(r"2 failed", out), out
+    assert "RuntimeError: operator bug: index out of range" in out
+
+
 def test_schedule_counts_are_summarised(run_suite) -> None:  # type: ignore[no-untyped-def]
     result = run_suite("-k", "test_ordered_mode or malformed")
     out = result.stdout.str()

@@ -97,6 +97,13 @@ class EngineDown(_Wrapper):
         raise AdapterError("could not start the engine: connection refused\nsecond line of detail")
 
 
+class Crashes(_Wrapper):
+    """Its run_batch raises an ordinary exception (a bug in the adapter, not an engine that is down)."""
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        raise RuntimeError("operator bug: index out of range in the unordered queue")
+
+
 def broken() -> object:
     """A factory that cannot build its adapter."""
     raise AdapterError("Java not found (set JAVA_HOME)")
