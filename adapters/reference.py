@@ -6,10 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import reference
 from spec.adapter import CAPABILITIES, SCRIPTED
-from spec.schedule import Schedule, ScheduleError, Trace, event
-
-# Configuration errors that the operator itself refuses (a `rejected` trace, not a malformed schedule).
-REJECTING_RULES = ("AIO-1", "AIO-3")
+from spec.schedule import REJECTING_RULES, Schedule, ScheduleError, Trace, event
 
 
 class ReferenceAdapter:
@@ -27,7 +24,7 @@ class ReferenceAdapter:
             return reference.run(schedule)
         except ScheduleError as e:
             if e.step is None and e.rule in REJECTING_RULES:
-                return Trace((event(-1, "rejected", reason=e.message),))
+                return Trace((event(-1, "rejected", reason=f"{e.rule}: {e.message}"),))
             raise
 
     def close(self) -> None:

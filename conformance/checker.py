@@ -3,11 +3,10 @@
 Two comparisons, chosen by the adapter's `completion_order` (spec/adapter.py):
 
 * SCRIPTED adapters complete calls exactly when the schedule says, so their trace must equal the
-  reference trace step by step, with one freedom (spec/schedules.md, "Order inside a step"): inside
-  a step, the output events (emit, watermark, status) and the side-effect events (invoke, timeout)
-  are two sequences whose interleaving is not specified.  We compare, per step, the sequence of
-  side-effect events, and the sequence of all other events (outputs, checkpoint, fail, finished)
-  in exact order.
+  reference trace step by step, with one freedom (spec/schedules.md item 7): inside a step, the
+  output events (emit, watermark, status) and the side-effect events (invoke, timeout) are two
+  sequences whose interleaving is not specified, while every other event (checkpoint, fail,
+  finished) keeps its place relative to both.  `_canonical` puts one step's events in that form.
 
 * FREE adapters cannot control when calls complete, so step indices mean nothing to them.  Their
   outputs must be one of the orders the rules allow: a linear extension of a partial order built
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from adapters.reference import ReferenceAdapter
 from spec.adapter import FREE
 from spec.schedule import (
     OUTPUT_EVENTS,
@@ -37,30 +37,20 @@ from spec.schedule import (
     Event,
     RecordStep,
     Schedule,
-    ScheduleError,
     StatusStep,
     Step,
     Trace,
     WatermarkStep,
-    event,
     step_to_dict,
 )
 
 SIDE_EFFECTS = frozenset({"invoke", "timeout"})
-# Configuration errors that the operator refuses with a `rejected` trace (not a malformed schedule).
-REJECTING_RULES = ("AIO-1", "AIO-3")
 
 
 def reference_trace(schedule: Schedule) -> Trace:
-    """The trace the rules require: the reference run, or `rejected` for a refused configuration."""
-    from reference import run
-
-    try:
-        return run(schedule)
-    except ScheduleError as e:
-        if e.step is None and e.rule in REJECTING_RULES:
-            return Trace((event(-1, "rejected", reason=str(e)),))
-        raise
+    """The trace the rules require: the reference run, or `rejected` for a refused configuration
+    (raises ScheduleError for a malformed schedule)."""
+    return ReferenceAdapter().run_one(schedule)
 
 
 @dataclass
@@ -113,12 +103,35 @@ def _by_step(trace: Trace) -> dict[int, list[Event]]:
     return groups
 
 
-def _split(events: Sequence[Event]) -> tuple[list[Event], list[Event]]:
-    """(outputs and other events in order, side-effect events in order)."""
-    return [e for e in events if e.event not in SIDE_EFFECTS], [e for e in events if e.event in SIDE_EFFECTS]
+Group = tuple[str, tuple[Event, ...]]
 
 
-def _first_difference(a: Sequence[Event], b: Sequence[Event]) -> int | None:
+def _canonical(events: Sequence[Event]) -> list[Group]:
+    """One step's events up to the freedom of item 7: every other event (checkpoint, fail,
+    finished) in place; between two of them, the outputs and the side effects as two sequences."""
+    out: list[Group] = []
+    outputs: list[Event] = []
+    effects: list[Event] = []
+
+    def flush() -> None:
+        if outputs or effects:
+            out.extend([("output events", tuple(outputs)), ("side-effect events", tuple(effects))])
+        outputs.clear()
+        effects.clear()
+
+    for e in events:
+        if e.event in OUTPUT_EVENTS:
+            outputs.append(e)
+        elif e.event in SIDE_EFFECTS:
+            effects.append(e)
+        else:
+            flush()
+            out.append((e.event + " event", (e,)))
+    flush()
+    return out
+
+
+def _first_difference(a: Sequence[object], b: Sequence[object]) -> int | None:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
             return i
@@ -158,17 +171,15 @@ def compare_scripted(schedule: Schedule, expected: Trace, observed: Trace) -> Mi
         return bad
     exp, obs = _by_step(expected), _by_step(observed)
     for step in sorted(set(exp) | set(obs)):
-        e_main, e_side = _split(exp.get(step, []))
-        o_main, o_side = _split(obs.get(step, []))
-        pairs = (("output and other events", e_main, o_main), ("side-effect events", e_side, o_side))
-        for label, a, b in pairs:
-            i = _first_difference(a, b)
-            if i is None:
-                continue
-            kinds = {x.event for x in a[i:i + 1] + b[i:i + 1]}
-            return Mismatch(f"step {step}: {label} differ at position {i} of the step",
-                            rules_for(sorted(kinds), schedule.config.mode), step=step,
-                            expected=exp.get(step, []), observed=obs.get(step, []))
+        a, b = _canonical(exp.get(step, [])), _canonical(obs.get(step, []))
+        i = _first_difference(a, b)
+        if i is None:
+            continue
+        groups = a[i:i + 1] + b[i:i + 1]
+        kinds = {e.event for _, events in groups for e in events}
+        return Mismatch(f"step {step}: {groups[0][0]} differ (group {i} of the step)",
+                        rules_for(sorted(kinds), schedule.config.mode), step=step,
+                        expected=exp.get(step, []), observed=obs.get(step, []))
     return None
 
 

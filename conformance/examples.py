@@ -5,7 +5,8 @@ paragraph of a rule's **Example** field with a backticked configuration (`timeou
 backticked numbered steps (`0 record 1`, `1 end`); its trace is the indented block after it, or the
 backticked `@…` spans inside it.  `0..100 record {i}` and `@0..99 invoke r{i} #1` stand for runs.
 The tests write their own cases in the same notation, one item a line: `parse_schedule`,
-`parse_trace`, `render_event` (the way back) and `difference` (the comparison) serve them.
+`parse_trace` and `render_event` (the way back) serve them; traces are compared by
+`conformance.checker.compare_scripted`, the suite's own comparison.
 
 Examples of rules marked **Untested** are prose and are skipped (their Untested reason says why);
 any other rule whose Example does not parse is an error, so a broken example cannot go unnoticed.
@@ -18,8 +19,6 @@ Standard library and `spec` only.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 from spec.schedule import (
     EVENT_FIELDS,
-    OUTPUT_EVENTS,
+    REJECTING_RULES,
     Event,
     Schedule,
     ScheduleError,
@@ -40,9 +39,6 @@ from spec.schedule import (
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 # spec/schedules.md defines the vocabulary; its examples are malformed schedules (tests/test_schedule.py).
 NOT_AREA_FILES = ("schedules.md",)
-# Configuration errors the operator refuses with a `rejected` trace (AIO-1, AIO-3).
-REJECTING_RULES = ("AIO-1", "AIO-3")
-SIDE_EFFECTS = frozenset({"invoke", "timeout"})
 
 
 class ExampleError(ValueError):
@@ -448,54 +444,3 @@ def load_spec_examples() -> SpecExamples:
 
 def load_examples() -> list[Example]:
     return list(load_spec_examples().examples)
-
-
-# --------------------------------------------------------------------------
-# Comparison with the freedom of spec/schedules.md item 7
-# --------------------------------------------------------------------------
-
-
-def _canonical(events: Sequence[Event]) -> list[tuple[str, tuple[Event, ...]]]:
-    """One step's events: other events (checkpoint, fail, finished…) in place; between two of them,
-    the outputs and the side effects as two sequences (their interleaving is free)."""
-    out: list[tuple[str, tuple[Event, ...]]] = []
-    outputs: list[Event] = []
-    effects: list[Event] = []
-
-    def flush() -> None:
-        if outputs or effects:
-            out.append(("outputs", tuple(outputs)))
-            out.append(("side effects", tuple(effects)))
-        outputs.clear()
-        effects.clear()
-
-    for e in events:
-        if e.event in OUTPUT_EVENTS:
-            outputs.append(e)
-        elif e.event in SIDE_EFFECTS:
-            effects.append(e)
-        else:
-            flush()
-            out.append(("event", (e,)))
-    flush()
-    return out
-
-
-def difference(expected: Trace, observed: Trace) -> str | None:
-    """None when the traces agree up to item 7 of spec/schedules.md, else the first difference."""
-    kinds = ([e.event for e in expected.events], [e.event for e in observed.events])
-    if kinds[0] == ["rejected"] or kinds[1] == ["rejected"]:
-        return None if kinds[0] == kinds[1] else f"expected {kinds[0]}, observed {kinds[1]}"
-    exp: dict[int, list[Event]] = defaultdict(list)
-    obs: dict[int, list[Event]] = defaultdict(list)
-    for e in expected.events:
-        exp[e.step].append(e)
-    for e in observed.events:
-        obs[e.step].append(e)
-    if [e.step for e in observed.events] != sorted(e.step for e in observed.events):
-        return "observed events are not in step order"
-    for step in sorted(set(exp) | set(obs)):
-        if _canonical(exp[step]) != _canonical(obs[step]):
-            return (f"step {step}: expected {', '.join(map(str, exp[step])) or 'no event'}; "
-                    f"observed {', '.join(map(str, obs[step])) or 'no event'}")
-    return None

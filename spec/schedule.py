@@ -283,6 +283,11 @@ def validate_config(config: AsyncIoConfig) -> None:
         _need(c.timeout > 0, None, "AIO-3", "a retry strategy needs a timeout > 0")
 
 
+# Configuration rules the operator enforces itself: a schedule breaking one is not malformed; the
+# operator refuses it and the trace is a single `rejected` event (spec/schedules.md).
+REJECTING_RULES = ("AIO-1", "AIO-3")
+
+
 def retry_enabled(config: AsyncIoConfig) -> bool:
     """AIO-4: retry is on only with a strategy and at least one predicate."""
     r = config.retry

@@ -283,3 +283,27 @@ def test_free_order_adapter_differs_from_reference_and_is_accepted() -> None:
 
     run()
     assert len(differed) >= 10, "the FREE test adapter should often emit a different order"
+
+
+# --------------------------------------------------------------------------
+# SCRIPTED: the freedom of spec/schedules.md item 7, and nothing more
+# --------------------------------------------------------------------------
+
+
+def test_scripted_allows_only_the_interleaving_of_outputs_and_side_effects() -> None:
+    s = Schedule("async_io", AsyncIoConfig(), tuple(RecordStep(v) for v in range(5)))
+    emit0, emit1 = emit(3, 0, 1, None), emit(3, 1, 2, None)
+    inv = invoke(3, 2)
+    cp = event(3, "checkpoint", id=1, snapshot=[("record", 2)])
+    want = Trace((emit0, inv, emit1, cp))
+    assert compare(s, want, Trace((inv, emit0, emit1, cp)), SCRIPTED) is None
+    assert compare(s, want, Trace((emit1, emit0, inv, cp)), SCRIPTED) is not None  # output order
+    # A checkpoint (like fail and finished) keeps its place relative to outputs and side effects.
+    assert compare(s, want, Trace((emit0, emit1, cp, inv)), SCRIPTED) is not None  # invoke after it
+    assert compare(s, want, Trace((emit0, inv, cp, emit1)), SCRIPTED) is not None  # output after it
+    assert compare(s, want, Trace((emit0, inv, emit1, cp, event(4, "finished"))), SCRIPTED) is not None
+    moved = Trace((emit(2, 0, 1, None), inv, emit1, cp))
+    assert compare(s, want, moved, SCRIPTED) is not None  # the step of an event
+    rejected = Trace((event(-1, "rejected", reason="AIO-1: capacity must be positive"),))
+    assert compare(s, Trace((event(-1, "rejected", reason="other words"),)), rejected, SCRIPTED) is None
+    assert compare(s, want, rejected, SCRIPTED) is not None

@@ -190,7 +190,7 @@ def test_adapter_declares_everything(spark: Any) -> None:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_hand_derived_trace(batch: dict[str, Trace], name: str) -> None:
-    assert_trace(name, batch[name], CASES[name][2])
+    assert_trace(name, parse_schedule(*CASES[name][:2]), batch[name], CASES[name][2])
 
 
 @pytest.mark.parametrize("name", list(REJECTED))
@@ -238,7 +238,7 @@ def test_crash_raises_and_the_next_attempt_resumes_from_the_store(tmp_store: Pat
             run_schedule(s, ScheduleStore(tmp_store))
     assert sorted(p.name for p in tmp_store.iterdir()) == ["ckpt-1.json", "ckpt-2.json", "sink.jsonl"]
     trace = Trace(tuple(run_schedule(s, ScheduleStore(tmp_store))))
-    assert_trace("two-crashes", trace, CASES["two-crashes"][2])
+    assert_trace("two-crashes", s, trace, CASES["two-crashes"][2])
     # A finished schedule is read back from its sink, not run again.
     assert run_schedule(s, ScheduleStore(tmp_store)) == list(trace.events)
 
@@ -260,7 +260,7 @@ def test_events_of_an_attempt_that_died_without_a_marker_are_dropped(tmp_store: 
     with open(tmp_store / "sink.jsonl", "a") as f:  # a half-done attempt: an event, no marker
         f.write(json.dumps({"event": {"step": 7, "event": "invoke", "record": 5, "attempt": 9}}) + "\n")
     trace = Trace(tuple(run_with_retries(s, tmp_store)))  # the fail at step 9 is one more attempt
-    assert_trace("crash-restore", trace, CASES["crash-restore"][2])
+    assert_trace("crash-restore", s, trace, CASES["crash-restore"][2])
 
 
 # --------------------------------------------------------------------------

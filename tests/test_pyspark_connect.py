@@ -104,8 +104,8 @@ def test_adapter_under_connect_gives_the_hand_derived_traces(connect_spark: Any)
         schedules = [schedule(c[0], c[1]) for c in CASES.values()]
         schedules += [schedule(cfg, "record 1", validate=False) for cfg, _ in REJECTED.values()]
         traces = adapter.run_batch(schedules)
-        for name, trace in zip(names, traces):
-            assert_trace(name, trace, CASES[name][2])
+        for name, s, trace in zip(names, schedules, traces):
+            assert_trace(name, s, trace, CASES[name][2])
         for (_, rule), trace in zip(REJECTED.values(), traces[len(names):]):
             (e,) = trace.events
             assert e.event == "rejected" and e.reason.startswith(rule + ":")

@@ -4,8 +4,8 @@ Every expected trace here was derived by hand from the rules of spec/async-io.md
 in the notation of that file (see "Notation used in the examples"); many are the
 rules' own examples.  Inside one step the spec orders output events and side
 effects separately and leaves their interleaving open (spec/schedules.md item 7);
-every other event keeps its place.  Traces are compared so by `difference` of
-conformance/examples.py, which also parses and renders the notation.
+every other event keeps its place.  Traces are compared so by the suite's checker
+(conformance/checker.py); conformance/examples.py parses and renders the notation.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from tests.async_io_cases import CASES, assert_trace, fixed
 
 
 def check(config: dict[str, Any], steps: str, trace: str) -> None:
-    assert_trace("reference", reference.run(parse_schedule(config, steps)), trace)
+    schedule = parse_schedule(config, steps)
+    assert_trace("reference", schedule, reference.run(schedule), trace)
 
 
 # --------------------------------------------------------------------------
@@ -34,7 +35,8 @@ def check(config: dict[str, Any], steps: str, trace: str) -> None:
 @pytest.mark.parametrize("name", list(CASES))
 def test_shared_case(name: str) -> None:
     config, steps, trace = CASES[name]
-    assert_trace(name, reference.run(parse_schedule(config, steps)), trace)
+    schedule = parse_schedule(config, steps)
+    assert_trace(name, schedule, reference.run(schedule), trace)
 
 
 def test_rendering_is_the_inverse_of_parsing() -> None:

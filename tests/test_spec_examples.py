@@ -11,17 +11,16 @@ from __future__ import annotations
 import pytest
 
 import reference
+from conformance.checker import compare_scripted
 from conformance.examples import (
-    REJECTING_RULES,
     Example,
     ExampleError,
-    difference,
     expand,
     load_spec_examples,
     parse_examples,
 )
 from spec.rules import load_rules
-from spec.schedule import ScheduleError, Trace, event
+from spec.schedule import REJECTING_RULES, ScheduleError, Trace, event
 
 SPEC = load_spec_examples()
 
@@ -35,8 +34,8 @@ def test_reference_gives_the_example_trace(example: Example) -> None:
         assert info.value.step is None and info.value.rule in REJECTING_RULES, f"{where}: {info.value}"
         return
     got = reference.run(example.schedule)
-    problem = difference(example.trace, got)
-    assert problem is None, f"{where}: the reference differs from the spec example: {problem}\n" + \
+    problem = compare_scripted(example.schedule, example.trace, got)
+    assert problem is None, f"{where}: the reference differs from the spec example: {problem.what}\n" + \
         "\n".join(map(str, got.events))
 
 
@@ -64,7 +63,7 @@ def test_dropping_any_expected_event_is_detected() -> None:
             continue
         for i in range(len(ex.trace.events)):
             shorter = Trace(ex.trace.events[:i] + ex.trace.events[i + 1:])
-            assert difference(ex.trace, shorter) is not None, (ex.id, i)
+            assert compare_scripted(ex.schedule, ex.trace, shorter) is not None, (ex.id, i)
 
 
 # --------------------------------------------------------------------------
@@ -136,20 +135,3 @@ def test_bad_examples_are_errors(example: str, message: str) -> None:
 def test_prose_example_of_an_untested_rule_is_skipped_with_its_reason() -> None:
     out = parse_examples(_md("a prose example about r0.", untested="no step for it"), "x.md")
     assert out.examples == [] and out.skipped == {"X-1": "Untested: no step for it"}
-
-
-def test_difference_allows_only_the_interleaving_of_outputs_and_side_effects() -> None:
-    emit0 = event(3, "emit", record=0, value=1, timestamp=None)
-    emit1 = event(3, "emit", record=1, value=2, timestamp=None)
-    inv = event(3, "invoke", record=2, attempt=1)
-    cp = event(3, "checkpoint", id=1, snapshot=[("record", 2)])
-    want = Trace((emit0, inv, emit1, cp))
-    assert difference(want, Trace((inv, emit0, emit1, cp))) is None
-    assert difference(want, Trace((emit1, emit0, inv, cp))) is not None  # output order
-    assert difference(want, Trace((emit0, emit1, cp, inv))) is not None  # invoke after the checkpoint
-    assert difference(want, Trace((emit0, inv, emit1, cp, event(4, "finished")))) is not None
-    moved = Trace((event(2, "emit", record=0, value=1, timestamp=None), inv, emit1, cp))
-    assert difference(want, moved) is not None  # the step of an event
-    rejected = Trace((event(-1, "rejected", reason="capacity 0"),))
-    assert difference(Trace((event(-1, "rejected", reason=""),)), rejected) is None
-    assert difference(want, rejected) is not None
