@@ -113,9 +113,9 @@ def _canonical(events: Sequence[Event]) -> list[Group]:
     outputs: list[Event] = []
     effects: list[Event] = []
 
-    def flush() -> None:
-        if outputs or effects:
-            out.extend([("output events", tuple(outputs)), ("side-effect events", tuple(effects))])
+    def flush() -> None:  # empty groups are left out, so the first difference names a real kind
+        out.extend((label, tuple(group)) for label, group in
+                   (("output events", outputs), ("side-effect events", effects)) if group)
         outputs.clear()
         effects.clear()
 
