@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from spec.rules import parse_rules
 from spec.schedule import (
     EVENT_FIELDS,
     REJECTING_RULES,
@@ -293,11 +294,6 @@ def render_event(e: Event) -> str:
 # The Markdown: Example fields, paragraphs, examples
 # --------------------------------------------------------------------------
 
-_HEADING = re.compile(r"^###\s+([A-Z]+-\d+)\b")
-_EXAMPLE = re.compile(r"^-\s+\*\*Example:\*\*\s*(.*)$")
-_UNTESTED = re.compile(r"^-\s+\*\*Untested:\*\*\s*(.*)$")
-
-
 @dataclass
 class _Block:
     kind: str  # "text" or "code"
@@ -390,41 +386,20 @@ class _RuleExamples:
 
 
 def parse_examples(text: str, file: str) -> SpecExamples:
-    """The examples of one spec file."""
+    """The examples of one spec file (its rules as spec/rules.py reads them)."""
     out = SpecExamples()
-    rule: str | None = None
-    field_lines: list[tuple[int, str]] | None = None
-    untested: dict[str, str] = {}
-    fields: dict[str, list[tuple[int, str]]] = {}
-
-    for no, line in enumerate(text.splitlines(), start=1):
-        m = _HEADING.match(line)
-        if m or line.startswith("#") or line.startswith("- **"):
-            field_lines = None
-        if m:
-            rule = m[1]
-        elif line.startswith("#"):
-            rule = None
-        if rule is None:
+    for rule in parse_rules(text, file):
+        if not rule.example:
             continue
-        if u := _UNTESTED.match(line):
-            untested[rule] = u[1].strip()
-        if e := _EXAMPLE.match(line):
-            field_lines = fields.setdefault(rule, [])
-            field_lines.append((no, "  " + e[1]))
-        elif field_lines is not None:
-            field_lines.append((no, line))
-
-    for rule_id, lines in fields.items():
-        out.with_example.append(rule_id)
-        examples = _RuleExamples(file, rule_id).build(_blocks(lines))
+        out.with_example.append(rule.id)
+        examples = _RuleExamples(file, rule.id).build(_blocks(list(rule.example)))
         if examples:
             out.examples += examples
-        elif rule_id in untested:
-            out.skipped[rule_id] = f"Untested: {untested[rule_id]}"
+        elif rule.untested is not None:
+            out.skipped[rule.id] = f"Untested: {rule.untested}"
         else:
-            raise ExampleError(file, lines[0][0], rule_id, "no executable example, and the rule is not "
-                                                           "marked Untested")
+            raise ExampleError(file, rule.example[0][0], rule.id,
+                               "no executable example, and the rule is not marked Untested")
     return out
 
 

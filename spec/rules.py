@@ -9,6 +9,10 @@ A rule is a level-3 heading `### ID Title` followed by bullet fields:
     - **Source:** ...
     - **Example:** ...
     - **Untested:** reason        (only when no conformance property checks it)
+
+A field runs until the next field or heading, so an Example may go on over several lines
+(paragraphs and indented trace blocks); `Rule.example` keeps those lines with their line numbers
+for conformance/examples.py, which makes the examples executable.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class Rule:
     text: str
     file: str
     untested: str | None = None
+    example: tuple[tuple[int, str], ...] = ()  # (line number, text) of the Example field, in order
 
 
 class RuleFileError(ValueError):
@@ -41,6 +46,8 @@ class RuleFileError(ValueError):
 def parse_rules(text: str, file: str) -> list[Rule]:
     rules: list[Rule] = []
     current: dict[str, str] | None = None
+    field_lines: dict[str, list[tuple[int, str]]] = {}  # field name -> its lines, first one included
+    field: list[tuple[int, str]] | None = None  # the field being read
 
     def close() -> None:
         if current is None:
@@ -52,22 +59,26 @@ def parse_rules(text: str, file: str) -> list[Rule]:
         body = current.get("Rule", "").strip()
         if not body:
             raise RuleFileError(f"{file}: rule {rid} has no Rule sentence")
-        rules.append(Rule(rid, current["title"], level, body, file, current.get("Untested")))
+        example = tuple(field_lines.get("Example", ()))
+        rules.append(Rule(rid, current["title"], level, body, file, current.get("Untested"), example))
 
-    for line in text.splitlines():
+    for no, line in enumerate(text.splitlines(), start=1):
         m = _HEADING.match(line)
-        if m:
+        if m or line.startswith("#"):
             close()
-            current = {"id": m["id"], "title": m["title"]}
+            current = {"id": m["id"], "title": m["title"]} if m else None
+            field_lines, field = {}, None
             continue
-        if line.startswith("#"):
-            close()
-            current = None
+        if current is None:
             continue
-        if current is not None:
-            f = _FIELD.match(line.strip())
-            if f:
-                current[f["name"].strip()] = f["value"].strip()
+        f = _FIELD.match(line)
+        if f:
+            name = f["name"].strip()
+            current[name] = f["value"].strip()
+            field = field_lines.setdefault(name, [])
+            field.append((no, f["value"].strip()))
+        elif field is not None:
+            field.append((no, line))
     close()
     return rules
 

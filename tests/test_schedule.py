@@ -170,6 +170,13 @@ def test_parse_rules_on_a_sample() -> None:
     assert rules[0].text == "The thing MUST happen." and rules[0].file == "sample.md"
 
 
+def test_parse_rules_keeps_a_multi_line_example_with_line_numbers() -> None:
+    text = ("### XY-1 A rule\n- **Level:** MUST\n- **Rule:** It MUST.\n- **Example:** `0 record 1`. Trace:\n"
+            "\n      @0 invoke r0 #1\n- **Source:** here.\n## Next section\ntext\n")
+    (rule,) = parse_rules(text, "x.md")
+    assert rule.example == ((4, "`0 record 1`. Trace:"), (5, ""), (6, "      @0 invoke r0 #1"))
+
+
 @pytest.mark.parametrize("text", [
     "### XY-1 No level\n- **Rule:** It MUST.\n",
     "### XY-1 Bad level\n- **Level:** SHALL\n- **Rule:** It SHALL.\n",
