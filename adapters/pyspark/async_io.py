@@ -47,6 +47,8 @@ from adapters.pyspark.core import (
     RetryStrategy,
     Stored,
     Watermark,
+    any_error,
+    empty_result,
 )
 
 AsyncFn = Callable[[Any], Coroutine[Any, Any, Any]]  # an `async def` taking a value, returning a list
@@ -67,25 +69,18 @@ def retry_strategy(max_attempts: int, *, delay: float = 0.0, initial_delay: floa
     """
     exc_pred: Callable[[BaseException], bool] | None
     if on_error is True:
-        exc_pred = _any_error
+        exc_pred = any_error
     elif on_error is False:
         exc_pred = None
     else:
         exc_pred = functools.partial(_is_instance, types=on_error)
-    common: dict[str, Any] = dict(max_attempts=max_attempts, result_predicate=_is_empty if on_empty else None,
+    common: dict[str, Any] = dict(max_attempts=max_attempts,
+                                  result_predicate=empty_result if on_empty else None,
                                   exception_predicate=exc_pred)
     if initial_delay is None:
         return RetryStrategy(kind="fixed_delay", delay=delay * 1000.0, **common)
     return RetryStrategy(kind="exponential_backoff", initial_delay=initial_delay * 1000.0,
                          max_delay=max_delay * 1000.0, multiplier=multiplier, **common)
-
-
-def _is_empty(result: list) -> bool:
-    return len(result) == 0
-
-
-def _any_error(error: BaseException) -> bool:
-    return True
 
 
 def _is_instance(error: BaseException, types: Any) -> bool:
@@ -169,7 +164,6 @@ class RowOutput:
         self.kinds: list[str] = []
         self.ts: list[int | None] = []
         self.values: list[Any] = []
-        self.max_in_flight = 0
 
     def emit(self, record: Record, value: Any) -> None:
         self.kinds.append("R")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -105,6 +105,16 @@ class RetryStrategy:
         if isinstance(self.initial_delay, int):
             grown = int(grown)  # whole milliseconds, as Java's (long) cast
         return min(grown, self.max_delay)
+
+
+def empty_result(result: list) -> bool:
+    """The result predicate of Flink's EMPTY_RESULT_PREDICATE: retry an empty result."""
+    return len(result) == 0
+
+
+def any_error(error: BaseException) -> bool:
+    """The exception predicate of Flink's HAS_EXCEPTION_PREDICATE: retry any error."""
+    return True
 
 
 def _no_timeout_result(value: Any) -> list | None:
@@ -245,9 +255,6 @@ class OrderedQueue:
     def values(self) -> list[Entry]:
         return list(self._q)  # AIO-45: input order
 
-    def __iter__(self) -> Iterator[Entry]:
-        return iter(self._q)
-
 
 class _Segment:
     def __init__(self, watermark: bool):
@@ -302,9 +309,6 @@ class UnorderedQueue:
             out.extend(e for e in seg.entries.values() if not e.done)
         return out
 
-    def __iter__(self) -> Iterator[Entry]:
-        return iter(self.values())
-
 
 # --------------------------------------------------------------------------
 # The operator
@@ -343,9 +347,6 @@ class AsyncWaitOperator:
 
     def __len__(self) -> int:
         return len(self.queue)
-
-    def entries(self) -> list[Entry]:
-        return self.queue.values()
 
     def snapshot(self) -> list[Stored]:
         """AIO-44/45: the input elements of all queued entries, in queue order."""
@@ -549,10 +550,8 @@ class AsyncWaitOperator:
 
     def close(self) -> None:
         """Discard everything (a crash or the end of the task): no more output."""
-        if self.failure is None:
+        if self.failure is None:  # a failure has discarded everything already
             self._discard()
-        self.channel.clear()
-        self._closed = True
 
     def _discard(self) -> None:
         """Cancel every timer and outstanding call, drop the waiting input, stop."""

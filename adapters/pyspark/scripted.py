@@ -9,7 +9,8 @@ that `async_map` uses; only the environment differs:
 * `ScriptedService`: an invocation starts a call that completes only when a
   `complete` or `error` step says so (execution model 6);
 * `ScheduleStore`: a directory on durable storage holding the task's sink
-  (every trace event, appended as it happens) and the checkpoint snapshots.
+  (the trace events, written with the crash or done marker that ends them)
+  and the checkpoint snapshots.
 
 A `crash` step, and a task failure (a `fail` event), raise `InjectedFailure`
 out of the Spark task after a crash marker is written.  Spark runs the task
@@ -26,6 +27,8 @@ import heapq
 import itertools
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,7 +44,10 @@ from adapters.pyspark.core import (
     Stored,
     Watermark,
     WatermarkStatus,
+    any_error,
+    empty_result,
 )
+from spec.adapter import CAPABILITIES, SCRIPTED
 from spec.schedule import (
     AdvanceStep,
     AsyncIoConfig,
@@ -56,9 +62,11 @@ from spec.schedule import (
     Schedule,
     StatusStep,
     Step,
+    Trace,
     WatermarkStep,
     event,
     event_from_dict,
+    make_trace,
 )
 
 
@@ -168,7 +176,6 @@ class ScheduleStore:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self._sink = self.path / "sink.jsonl"
-        self._fh: Any = None
 
     def load(self) -> Progress:
         """What an earlier attempt left: the events up to its last crash marker (or all, if done)."""
@@ -199,27 +206,22 @@ class ScheduleStore:
         tmp.write_text("".join(line + "\n" for line in lines))
         os.replace(tmp, self._sink)
 
-    def _write(self, rec: dict[str, Any], sync: bool = False) -> None:
-        if self._fh is None:
-            self._fh = open(self._sink, "a")
-        self._fh.write(json.dumps(rec) + "\n")
-        self._fh.flush()
-        if sync:
-            os.fsync(self._fh.fileno())
+    def _commit(self, events: list[Event], marker: dict[str, Any]) -> None:
+        """Append events and the marker that ends them in one durable write.
 
-    def append(self, e: Event) -> None:
-        self._write({"event": e.to_dict()})
+        Only events followed by a marker count (`load`), so nothing is written before one.
+        """
+        lines = [json.dumps({"event": e.to_dict()}) for e in events] + [json.dumps(marker)]
+        with open(self._sink, "a") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+            fh.flush()
+            os.fsync(fh.fileno())
 
-    def mark_crash(self, step: int, clock: int) -> None:
-        self._write({"crash": step, "clock": clock}, sync=True)
+    def mark_crash(self, events: list[Event], step: int, clock: int) -> None:
+        self._commit(events, {"crash": step, "clock": clock})
 
-    def mark_done(self) -> None:
-        self._write({"done": True}, sync=True)
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+    def mark_done(self, events: list[Event]) -> None:
+        self._commit(events, {"done": True})
 
     def write_checkpoint(self, id: int, elements: list[Stored]) -> None:
         tmp = self.path / f"ckpt-{id}.json.tmp"
@@ -235,14 +237,6 @@ class ScheduleStore:
 # --------------------------------------------------------------------------
 
 
-def _empty(result: list) -> bool:
-    return len(result) == 0
-
-
-def _any_error(error: BaseException) -> bool:
-    return True
-
-
 def operator_config(c: AsyncIoConfig) -> OperatorConfig:
     """The operator configuration for a schedule's configuration (ValueError if refused)."""
     if c.mode not in ("ordered", "unordered"):
@@ -253,8 +247,8 @@ def operator_config(c: AsyncIoConfig) -> OperatorConfig:
         retry = RetryStrategy(
             kind=r.strategy, max_attempts=r.max_attempts, delay=r.delay, initial_delay=r.initial_delay,
             max_delay=r.max_delay, multiplier=r.multiplier,
-            result_predicate=_empty if r.if_empty else None,
-            exception_predicate=_any_error if r.if_error else None,
+            result_predicate=empty_result if r.if_empty else None,
+            exception_predicate=any_error if r.if_error else None,
         )
     result = list(c.timeout_result)
     return OperatorConfig(
@@ -312,6 +306,7 @@ class ScheduleRun:
         self.schedule = schedule
         self.store = store
         self.events: list[Event] = []
+        self._unwritten: list[Event] = []  # events since the last marker in the sink
         self.step = -1
         self.clock = VirtualClock()
         self.op: AsyncWaitOperator | None = None
@@ -325,29 +320,30 @@ class ScheduleRun:
 
     def record_event(self, e: Event) -> None:
         self.events.append(e)
-        self.store.append(e)
+        self._unwritten.append(e)
+
+    def _take_unwritten(self) -> list[Event]:
+        out, self._unwritten = self._unwritten, []
+        return out
 
     def run(self) -> list[Event]:
         progress = self.store.load()
-        try:
-            if progress.done:
-                return progress.events
-            self.events = progress.events
-            self.clock.now = progress.clock
-            if not self._start(progress.resume_step):
-                return self.events
-            for i in range(progress.resume_step, len(self.schedule.steps)):
-                self.step = i
-                was_alive = self.op is not None and self.op.alive
-                self._apply(self.schedule.steps[i])
-                self._fire_due_timers()
-                if was_alive and not (self.op is not None and self.op.alive):
-                    self.store.mark_crash(i, self.clock.now)
-                    raise InjectedFailure(f"step {i}: the task failed ({self._cause(i)}); Spark retries it")
-            self.store.mark_done()
+        if progress.done:
+            return progress.events
+        self.events = progress.events
+        self.clock.now = progress.clock
+        if not self._start(progress.resume_step):
             return self.events
-        finally:
-            self.store.close()
+        for i in range(progress.resume_step, len(self.schedule.steps)):
+            self.step = i
+            was_alive = self.op is not None and self.op.alive
+            self._apply(self.schedule.steps[i])
+            self._fire_due_timers()
+            if was_alive and not (self.op is not None and self.op.alive):
+                self.store.mark_crash(self._take_unwritten(), i, self.clock.now)
+                raise InjectedFailure(f"step {i}: the task failed ({self._cause(i)}); Spark retries it")
+        self.store.mark_done(self._take_unwritten())
+        return self.events
 
     def _fire_due_timers(self) -> None:
         """AIO-54: a timer registered during a step with a deadline not after now fires in that step."""
@@ -370,8 +366,7 @@ class ScheduleRun:
             return True
         except ValueError as e:  # AIO-1, AIO-3
             self.events = [event(-1, "rejected", reason=str(e))]
-            self.store.append(self.events[0])
-            self.store.mark_done()
+            self.store.mark_done(self.events)
             return False
 
     def _new_incarnation(self, capacity: int, restored: list[Stored]) -> None:
@@ -442,25 +437,17 @@ class LocalScriptedAdapter:
     """
 
     name = "pyspark-local"
-    completion_order = "scripted"
+    completion_order = SCRIPTED
 
     def __init__(self) -> None:
-        import tempfile
-
         self.root = Path(tempfile.mkdtemp(prefix="pyspark-local-async-io-"))
         self._n = itertools.count()
 
     def capabilities(self) -> dict[str, str | None]:
-        from spec.adapter import CAPABILITIES
-
         return {name: None for name in CAPABILITIES}
 
-    def run_batch(self, schedules: list[Schedule]) -> list[Any]:
-        from spec.schedule import make_trace
-
+    def run_batch(self, schedules: list[Schedule]) -> list[Trace]:
         return [make_trace(run_with_retries(s, self.root / str(next(self._n)))) for s in schedules]
 
     def close(self) -> None:
-        import shutil
-
         shutil.rmtree(self.root, ignore_errors=True)
