@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from conformance.checker import compare, format_report, reference_trace
-from conformance.registry import load_adapter
+from conformance.registry import BUILTIN, load_adapter
 from spec.adapter import AdapterError
 from spec.schedule import Schedule, ScheduleError, Trace, parse_schedule
 
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("replay", "check"))
     parser.add_argument("schedule", nargs="?", help="schedule JSON file, or - for stdin")
     parser.add_argument("--json", help="the schedule as JSON text")
-    parser.add_argument("--adapter", default="reference", help="reference, pyspark or module:factory")
+    parser.add_argument("--adapter", default="reference",
+                        help=f"{', '.join(sorted(BUILTIN))} or module:factory")
     args = parser.parse_args(argv)
     try:
         # A configuration the operator refuses is not malformed: it must give a `rejected` trace.

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from conformance.checker import compare, format_report, reference_trace
-from conformance.registry import budget_hints, load_adapter
+from conformance.registry import BUILTIN, budget_hints, load_adapter
 from conformance.strategies import Features
 from spec.adapter import DEFAULT_BATCH_SIZE, FREE, SCRIPTED, Adapter, AdapterError
 from spec.rules import load_rules
@@ -198,7 +198,7 @@ class _State:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "Flink semantics conformance suite")
     group.addoption("--adapter", default=None, metavar="NAME",
-                    help="adapter under test: reference, pyspark or module:factory "
+                    help=f"adapter under test: {', '.join(sorted(BUILTIN))} or module:factory "
                          "(default: $CONFORMANCE_ADAPTER or reference)")
     group.addoption("--conformance-deadline", type=float, default=None, metavar="SECONDS",
                     help="report the adapter as hung when one run_batch takes longer "

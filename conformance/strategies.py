@@ -35,10 +35,12 @@ from spec.schedule import (
     RestoreStep,
     RetryConfig,
     Schedule,
+    ScheduleError,
     StatusStep,
     Step,
     WatermarkStep,
     retry_enabled,
+    validate_config,
 )
 
 SMALL = st.integers(0, 9)
@@ -284,8 +286,9 @@ def default_capacity_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
 def config_schedules(draw: Any, f: Features) -> Schedule:
     """A schedule whose configuration may be invalid; valid ones get a few ordinary steps."""
     config = draw(any_configs(f))
-    valid = config.capacity > 0 and (config.retry is None or config.timeout > 0)
-    if not valid:
+    try:
+        validate_config(config)
+    except ScheduleError:  # AIO-1, AIO-3: the operator must refuse it
         steps = tuple(RecordStep(v, None) for v in draw(st.lists(SMALL, max_size=3)))
         return Schedule("async_io", config, steps)
     return draw(schedules(replace(f, max_steps=4), config))

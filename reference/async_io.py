@@ -66,7 +66,6 @@ class _Record:
     value: int
     timestamp: int | None
     admitted_at: int  # AIO-59: the time it left the input channel
-    seq: int  # admission order in this incarnation
     attempt: int = 1
     state: str = IN_FLIGHT
     result: tuple[int, ...] = ()
@@ -220,7 +219,9 @@ class AsyncIoModel:
 
     def outstanding(self) -> list[int]:
         """Records with a call in flight (a complete/error step would apply), in admission order."""
-        return [r.id for r in sorted(self._in_flight.values(), key=lambda r: r.seq)]
+        if not self.alive:
+            return []
+        return [r.id for r in self._admitted.values() if r.state == IN_FLIGHT]
 
     def admitted(self) -> list[int]:
         """Records admitted in this incarnation (a complete/error step on them is well formed)."""
@@ -311,8 +312,7 @@ class AsyncIoModel:
         self._capacity = capacity
         self._queue: Queue = _OrderedQueue() if self.config.mode == "ordered" else _UnorderedQueue()
         self._channel: deque[tuple[str, int]] = deque(stored)
-        self._admitted: dict[int, _Record] = {}
-        self._in_flight: dict[int, _Record] = {}
+        self._admitted: dict[int, _Record] = {}  # in admission order
         self._timers: dict[int, tuple[int, str, _Record]] = {}  # id -> (deadline, kind, record)
         self._heap: list[tuple[int, int]] = []  # (deadline, id); cancelled ids are skipped lazily
 
@@ -321,7 +321,6 @@ class AsyncIoModel:
         self.alive = False
         self._queue = _OrderedQueue()
         self._channel.clear()
-        self._in_flight.clear()
         self._timers.clear()
         self._heap.clear()
 
@@ -373,9 +372,8 @@ class AsyncIoModel:
 
     def _admit(self, record_id: int) -> None:
         step = self._inputs[record_id]
-        record = _Record(record_id, step.value, step.timestamp, admitted_at=self.now, seq=len(self._admitted))
+        record = _Record(record_id, step.value, step.timestamp, admitted_at=self.now)
         self._admitted[record_id] = record
-        self._in_flight[record_id] = record
         self._queue.add(record)
         self._emit("invoke", record=record_id, attempt=1)  # AIO-9: called after admission
         if self.config.timeout > 0:  # AIO-2, AIO-26, AIO-59: from admission
@@ -448,7 +446,6 @@ class AsyncIoModel:
     def _start_attempt(self, record: _Record) -> None:
         record.attempt += 1
         record.state = IN_FLIGHT
-        self._in_flight[record.id] = record
         self._emit("invoke", record=record.id, attempt=record.attempt)
 
     def _outcome(self, record: _Record, result: tuple[int, ...] | None, error: str | None) -> None:
@@ -460,7 +457,6 @@ class AsyncIoModel:
             return
         if self._should_retry(record, result, error):
             record.state = BACKOFF
-            self._in_flight.pop(record.id, None)
             assert self._retry is not None
             delay = backoff(self._retry, record.attempt)  # AIO-40
             record.retry_timer = self._add_timer(self.now + delay, "retry", record)
@@ -484,7 +480,6 @@ class AsyncIoModel:
     def _complete(self, record: _Record, result: tuple[int, ...]) -> None:
         record.state = DONE
         record.result = tuple(result)
-        self._in_flight.pop(record.id, None)
         self._cancel(record.timeout_timer)  # AIO-32
         self._cancel(record.retry_timer)
         record.timeout_timer = record.retry_timer = None
