@@ -1,8 +1,8 @@
 """The pytest plugin of the conformance suite.
 
 Options:
-  --adapter NAME                  the adapter under test: a built-in name (reference, pyspark) or
-                                  module:factory; default $CONFORMANCE_ADAPTER or "reference"
+  --adapter NAME                  the adapter under test: a built-in name (conformance/registry.py)
+                                  or module:factory; default $CONFORMANCE_ADAPTER or "reference"
   --conformance-deadline SECONDS  how long one run_batch may take before the adapter is reported as
                                   hung; default $CONFORMANCE_DEADLINE or 900
   --hypothesis-profile NAME       "default" or "thorough" (also $CONFORMANCE_PROFILE)
