@@ -4,11 +4,9 @@ runs come in reverse.  FREE checking must accept it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-from adapters.reference import ReferenceAdapter
-from spec.adapter import CAPABILITIES, FREE
+from spec.adapter import FREE
 from spec.schedule import OUTPUT_EVENTS, Event, Schedule, Trace
+from tests.wrong_adapters import ReferenceWrapper
 
 
 def reverse_segments(outputs: list[Event]) -> list[Event]:
@@ -29,25 +27,16 @@ def reverse_segments(outputs: list[Event]) -> list[Event]:
     return out[:-1]
 
 
-class FreeOrderAdapter:
-    name = "free-order"
+class FreeOrderAdapter(ReferenceWrapper):
     completion_order = FREE
 
     def __init__(self) -> None:
-        self.inner = ReferenceAdapter()
-
-    def capabilities(self) -> Mapping[str, str | None]:
-        return {c: None for c in CAPABILITIES}
-
-    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
-        return [self.run(s) for s in schedules]
+        super().__init__()
+        self.name = "free-order"
 
     def run(self, schedule: Schedule) -> Trace:
-        (trace,) = self.inner.run_batch([schedule])
+        trace = super().run(schedule)
         if schedule.config.mode != "unordered":
             return trace
         outputs = iter(reverse_segments([e for e in trace.events if e.event in OUTPUT_EVENTS]))
         return Trace(tuple(next(outputs) if e.event in OUTPUT_EVENTS else e for e in trace.events))
-
-    def close(self) -> None:
-        self.inner.close()

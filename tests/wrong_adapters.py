@@ -15,7 +15,9 @@ from spec.adapter import CAPABILITIES, SCRIPTED, AdapterError
 from spec.schedule import CompleteStep, RestoreStep, Schedule, Trace
 
 
-class _Wrapper:
+class ReferenceWrapper:
+    """A test double around the reference adapter; subclasses change its traces or its declarations."""
+
     completion_order = SCRIPTED
 
     def __init__(self) -> None:
@@ -36,7 +38,7 @@ class _Wrapper:
         self.inner.close()
 
 
-class CapacityOffByOne(_Wrapper):
+class CapacityOffByOne(ReferenceWrapper):
     """Admits one element more than the capacity (breaks AIO-6, AIO-7)."""
 
     def run(self, schedule: Schedule) -> Trace:
@@ -48,14 +50,14 @@ class CapacityOffByOne(_Wrapper):
         return super().run(replace(schedule, config=config, steps=steps))
 
 
-class OrderedAsUnordered(_Wrapper):
+class OrderedAsUnordered(ReferenceWrapper):
     """Runs ordered mode as unordered mode (breaks AIO-12)."""
 
     def run(self, schedule: Schedule) -> Trace:
         return super().run(replace(schedule, config=replace(schedule.config, mode="unordered")))
 
 
-class RecordPassesWatermark(_Wrapper):
+class RecordPassesWatermark(ReferenceWrapper):
     """Unordered mode emits a record's results at its completion, even behind a watermark (breaks AIO-13,
     AIO-15)."""
 
@@ -72,7 +74,7 @@ class RecordPassesWatermark(_Wrapper):
         return Trace(tuple(sorted(events, key=lambda e: e.step)))
 
 
-class NoTimeouts(_Wrapper):
+class NoTimeouts(ReferenceWrapper):
     """Declares that it has no timers: properties that need them are UNSUPPORTED."""
 
     def capabilities(self) -> Mapping[str, str | None]:
@@ -82,7 +84,7 @@ class NoTimeouts(_Wrapper):
         return caps
 
 
-class Hangs(_Wrapper):
+class Hangs(ReferenceWrapper):
     """run_batch never returns."""
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
@@ -90,14 +92,14 @@ class Hangs(_Wrapper):
         raise AssertionError("unreachable")
 
 
-class EngineDown(_Wrapper):
+class EngineDown(ReferenceWrapper):
     """Builds, but its engine cannot run a batch (AdapterError from run_batch)."""
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         raise AdapterError("could not start the engine: connection refused\nsecond line of detail")
 
 
-class Crashes(_Wrapper):
+class Crashes(ReferenceWrapper):
     """Its run_batch raises an ordinary exception (a bug in the adapter, not an engine that is down)."""
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
