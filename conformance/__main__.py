@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conformance.checker import compare, format_report, reference_trace
+from conformance.checker import compare, format_report
 from conformance.registry import BUILTIN, load_adapter
+from reference import expected_trace
 from spec.adapter import AdapterError
 from spec.schedule import Schedule, ScheduleError, Trace, parse_schedule
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # A configuration the operator refuses is not malformed: it must give a `rejected` trace.
         schedule = parse_schedule(_read(args), validate=False)
-        expected = reference_trace(schedule)  # validates; raises ScheduleError for malformed schedules
+        expected = expected_trace(schedule)  # validates; raises ScheduleError for malformed schedules
         name, order, trace = _run(args.adapter, schedule)
     except ScheduleError as e:
         print(f"malformed schedule: {e}", file=sys.stderr)

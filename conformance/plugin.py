@@ -8,8 +8,9 @@ Options:
   --hypothesis-profile NAME       "default" or "thorough" (also $CONFORMANCE_PROFILE)
 
 Markers:
-  @pytest.mark.rule("AIO-12", ...)   the spec rules a property checks (an unknown ID is a collection error)
-  @pytest.mark.needs("async.timeout", "scripted", ...)
+  @pytest.mark.rule("XY-12", ...)    the spec rules a property checks (an unknown ID is a collection error)
+  @pytest.mark.area("name")          the area a property belongs to; the adapter must declare it
+  @pytest.mark.needs("name.feature", "scripted", ...)
                                      the adapter capabilities a property needs; "scripted" means the
                                      adapter must follow the schedule's completion order.  A property
                                      whose needs the adapter lacks is reported as UNSUPPORTED.
@@ -29,10 +30,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from conformance.checker import compare, format_report, reference_trace
+from conformance.checker import compare, format_report
 from conformance.registry import BUILTIN, budget_hints, load_adapter
-from conformance.strategies import Features
-from spec.adapter import DEFAULT_BATCH_SIZE, FREE, SCRIPTED, Adapter, AdapterError
+from reference import expected_trace
+from spec.adapter import DEFAULT_BATCH_SIZE, FREE, SCRIPTED, Adapter, AdapterError, unsupported
+from spec.area import areas
 from spec.rules import load_rules
 from spec.schedule import Schedule, Trace
 
@@ -97,17 +99,17 @@ class Conformance:
                 if self.completion_order != SCRIPTED:
                     why = f"the adapter completes calls in its own order ({self.completion_order})"
                     out.append((need, why))
-            elif caps.get(need, "the adapter does not declare it") is not None:
-                out.append((need, str(caps.get(need, "the adapter does not declare it"))))
+            elif (reason := unsupported(caps, need)) is not None:
+                out.append((need, reason))
         return out
 
     def batch_limit(self, max_size: int = DEFAULT_BATCH_SIZE) -> int:
         """A property's batch limit (given for the default batch size), scaled to the adapter's hint."""
         return max(1, max_size * self.batch_size // DEFAULT_BATCH_SIZE)
 
-    def features(self, f: Features) -> Features:
-        """`f` without what the adapter cannot run."""
-        return f.restrict(self.capabilities(), self.completion_order)
+    def restrict(self, features: Any) -> Any:
+        """An area's features without what the adapter cannot run (`features.restrict(caps, order)`)."""
+        return features.restrict(self.capabilities(), self.completion_order)
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         """adapter.run_batch in a worker thread; a run longer than the deadline stops the session."""
@@ -119,7 +121,7 @@ class Conformance:
             try:
                 box["traces"] = self.adapter.run_batch(list(schedules))
             except BaseException as e:  # noqa: B036 - handed to the test thread
-                box["error"] = e
+                box["raised"] = e
 
         worker = threading.Thread(target=work, name=f"conformance-{self.name}", daemon=True)
         worker.start()
@@ -128,14 +130,14 @@ class Conformance:
             self.fatal = (f"conformance: adapter {self.name!r} hung: run_batch of {len(schedules)} "
                          f"schedule(s) did not return within {self.deadline:g} s (--conformance-deadline)")
             pytest.exit(self.fatal, returncode=3)
-        if isinstance(box.get("error"), AdapterError):
+        if isinstance(box.get("raised"), AdapterError):
             # The adapter cannot run at all (for example its engine did not start): a verdict on
             # every property would be noise, so the session ends with one line.
-            first = (str(box["error"]).strip().splitlines() or [type(box["error"]).__name__])[0]
+            first = (str(box["raised"]).strip().splitlines() or [type(box["raised"]).__name__])[0]
             self.fatal = f"conformance: adapter {self.name!r} failed: {first}"
             pytest.exit(self.fatal, returncode=3)  # pytest_unconfigure prints it on stderr
-        if "error" in box:
-            raise box["error"]
+        if "raised" in box:
+            raise box["raised"]
         traces = box["traces"]
         if len(traces) != len(schedules) or not all(isinstance(t, Trace) for t in traces):
             raise ConformanceFailure(f"adapter {self.name!r}: run_batch returned {len(traces)} value(s) for "
@@ -153,7 +155,7 @@ class Conformance:
         """Run the batch once through the adapter and compare every trace with the reference."""
         observed = self.run_batch(schedules)
         for schedule, got in zip(schedules, observed):
-            want = reference_trace(schedule)
+            want = expected_trace(schedule)
             mismatch = compare(schedule, want, got, self.completion_order)
             if mismatch is not None:
                 raise ConformanceFailure(format_report(
@@ -200,14 +202,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--adapter", default=None, metavar="NAME",
                     help=f"adapter under test: {', '.join(sorted(BUILTIN))} or module:factory "
                          "(default: $CONFORMANCE_ADAPTER or reference)")
+    group.addoption("--areas", default=None, metavar="A,B",
+                    help=f"run only these areas ({', '.join(areas())}; default: all)")
     group.addoption("--conformance-deadline", type=float, default=None, metavar="SECONDS",
                     help="report the adapter as hung when one run_batch takes longer "
                          "(default: $CONFORMANCE_DEADLINE or 900)")
 
 
+def item_areas(item: pytest.Item) -> list[str]:
+    """The areas a conformance test belongs to (`area` markers); the adapter must declare each."""
+    return [a for m in item.iter_markers("area") for a in m.args]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rule(*ids): the spec rule IDs a conformance property checks")
     config.addinivalue_line("markers", "needs(*capabilities): adapter capabilities a property needs")
+    config.addinivalue_line("markers", "area(name): the area a conformance property belongs to")
     spec = config.getoption("adapter") or os.environ.get("CONFORMANCE_ADAPTER") or "reference"
     deadline = config.getoption("conformance_deadline") or float(os.environ.get("CONFORMANCE_DEADLINE", 900))
     config.stash[_KEY] = _State(spec, deadline)
@@ -245,6 +255,29 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
     return result
 
 
+def selected_areas(config: pytest.Config) -> list[str]:
+    """The areas to run: --areas, or every area."""
+    known = list(areas())
+    option = config.getoption("areas", None)
+    if not option:
+        return known
+    chosen = [a.strip() for a in option.split(",") if a.strip()]
+    unknown = [a for a in chosen if a not in known]
+    if unknown:
+        raise pytest.UsageError(f"--areas: unknown area(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return chosen
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--areas: deselect the conformance tests of the other areas."""
+    chosen = set(selected_areas(config))
+    keep = [i for i in items if set(item_areas(i)) <= chosen]
+    dropped = [i for i in items if i not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Load the adapter when a collected test uses it; a load failure ends the run with one line."""
     state = session.config.stash[_KEY]
@@ -277,7 +310,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if state.conformance is None or "conformance" not in getattr(item, "fixturenames", ()):
         return
     state.conformance.item = item
-    needs = [c for m in item.iter_markers("needs") for c in m.args]
+    needs = [*item_areas(item), *(c for m in item.iter_markers("needs") for c in m.args)]
     missing = state.conformance.missing(needs)
     if missing:
         rules = [r for m in item.iter_markers("rule") for r in m.args]

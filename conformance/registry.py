@@ -13,9 +13,9 @@ from spec.adapter import DEFAULT_BATCH_SIZE, Adapter, AdapterError
 BUILTIN: dict[str, str] = {
     "reference": "adapters.reference:ReferenceAdapter",
     "pyspark": "adapters.pyspark:PySparkAdapter",
-    # The PySpark operator core and conformance runner without Spark: fast and independent of
+    # The PySpark implementations and conformance runs without Spark: fast and independent of
     # the reference, so a large budget costs seconds.
-    "pyspark-local": "adapters.pyspark.scripted:LocalScriptedAdapter",
+    "pyspark-local": "adapters.pyspark.runtime:LocalScriptedAdapter",
 }
 
 

@@ -14,24 +14,27 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.checker import reference_trace
-from conformance.plugin import Conformance
-from conformance.strategies import (
+from conformance.areas.async_io import (
     Features,
     Malformed,
-    batches,
     config_schedules,
     default_capacity_schedules,
     feature_batches,
     malformed_schedules,
 )
+from conformance.plugin import Conformance
+from conformance.strategies import batches
+from reference import expected_trace
 from reference import run as reference_run
-from spec.schedule import ScheduleError, schedule_from_dict, validate_config
+from spec.areas.async_io import validate_config
+from spec.schedule import ScheduleError, schedule_from_dict
+
+pytestmark = pytest.mark.area("async_io")
 
 
 def check(conformance: Conformance, data: st.DataObject, f: Features, max_size: int = 12) -> None:
     limit = conformance.batch_limit(max_size)
-    batch = data.draw(feature_batches(conformance.features(f), limit), label="batch")
+    batch = data.draw(feature_batches(conformance.restrict(f), limit), label="batch")
     conformance.check(batch)
 
 
@@ -41,11 +44,11 @@ def check(conformance: Conformance, data: st.DataObject, f: Features, max_size: 
 
 
 @pytest.mark.rule("AIO-1", "AIO-3")
-@pytest.mark.needs("async.config_validation")
+@pytest.mark.needs("async_io.config_validation")
 @given(data=st.data())
 def test_configuration_validation(conformance: Conformance, data: st.DataObject) -> None:
     """Invalid configurations are refused with a `rejected` trace; valid ones run."""
-    f = conformance.features(Features(timeouts=True, retries=True))
+    f = conformance.restrict(Features(timeouts=True, retries=True))
     batch = data.draw(batches(config_schedules(f), conformance.batch_limit()), label="batch")
     for s in batch:  # the oracle agrees with the static validation of spec/schedule.py
         try:
@@ -53,7 +56,7 @@ def test_configuration_validation(conformance: Conformance, data: st.DataObject)
             refused = False
         except ScheduleError:
             refused = True
-        assert refused == ([e.event for e in reference_trace(s).events] == ["rejected"]), s.to_json()
+        assert refused == ([e.event for e in expected_trace(s).events] == ["rejected"]), s.to_json()
     conformance.check(batch)
 
 
@@ -62,7 +65,7 @@ def test_configuration_validation(conformance: Conformance, data: st.DataObject)
 @given(data=st.data())
 def test_default_capacity(conformance: Conformance, data: st.DataObject) -> None:
     """Without a capacity the queue holds 100 elements: the 101st record waits."""
-    modes = conformance.features(Features()).modes
+    modes = conformance.restrict(Features()).modes
     limit = conformance.batch_limit(6)
     conformance.check(data.draw(batches(default_capacity_schedules(modes), limit), label="batch"))
 
@@ -73,14 +76,14 @@ def test_default_capacity(conformance: Conformance, data: st.DataObject) -> None
 
 
 @pytest.mark.rule("AIO-12")
-@pytest.mark.needs("async.ordered")
+@pytest.mark.needs("async_io.ordered")
 @given(data=st.data())
 def test_ordered_mode(conformance: Conformance, data: st.DataObject) -> None:
     check(conformance, data, Features(modes=("ordered",)))
 
 
 @pytest.mark.rule("AIO-13", "AIO-14", "AIO-15")
-@pytest.mark.needs("async.unordered")
+@pytest.mark.needs("async_io.unordered")
 @given(data=st.data())
 def test_unordered_mode(conformance: Conformance, data: st.DataObject) -> None:
     check(conformance, data, Features(modes=("unordered",), end=False, max_steps=20))
@@ -94,7 +97,7 @@ def test_watermarks(conformance: Conformance, data: st.DataObject) -> None:
 
 
 @pytest.mark.rule("AIO-51")
-@pytest.mark.needs("async.status")
+@pytest.mark.needs("async_io.status")
 @given(data=st.data())
 def test_watermark_statuses(conformance: Conformance, data: st.DataObject) -> None:
     check(conformance, data, Features(statuses=True))
@@ -140,7 +143,7 @@ def test_failures(conformance: Conformance, data: st.DataObject) -> None:
 
 @pytest.mark.rule("AIO-2", "AIO-26", "AIO-27", "AIO-28", "AIO-29", "AIO-30", "AIO-31", "AIO-32", "AIO-54",
                   "AIO-59")
-@pytest.mark.needs("async.timeout", "scripted")
+@pytest.mark.needs("async_io.timeout", "scripted")
 @given(data=st.data())
 def test_timeouts(conformance: Conformance, data: st.DataObject) -> None:
     check(conformance, data, Features(timeouts=True, errors=True, max_steps=16))
@@ -148,7 +151,7 @@ def test_timeouts(conformance: Conformance, data: st.DataObject) -> None:
 
 @pytest.mark.rule("AIO-4", "AIO-33", "AIO-34", "AIO-35", "AIO-36", "AIO-37", "AIO-38", "AIO-39", "AIO-40",
                   "AIO-54", "AIO-60")
-@pytest.mark.needs("async.timeout", "async.retry", "scripted")
+@pytest.mark.needs("async_io.timeout", "async_io.retry", "scripted")
 @given(data=st.data())
 def test_retries(conformance: Conformance, data: st.DataObject) -> None:
     check(conformance, data, Features(timeouts=True, retries=True, errors=True, max_steps=18))
@@ -167,7 +170,7 @@ def test_end_of_input(conformance: Conformance, data: st.DataObject) -> None:
 
 
 @pytest.mark.rule("AIO-25", "AIO-41", "AIO-44", "AIO-45", "AIO-46", "AIO-47", "AIO-48", "AIO-55", "AIO-57")
-@pytest.mark.needs("async.checkpoint", "scripted")
+@pytest.mark.needs("async_io.checkpoint", "scripted")
 @given(data=st.data())
 def test_checkpoint_and_restore(conformance: Conformance, data: st.DataObject) -> None:
     f = Features(checkpoints=True, errors=True, timeouts=True, retries=True, max_steps=20)

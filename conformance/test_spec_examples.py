@@ -1,4 +1,4 @@
-"""The rules' examples of spec/*.md, run through the adapter under test.
+"""The rules' examples of every area's rules file, run through the adapter under test.
 
 All examples the adapter can run go to the adapter in ONE `run_batch` call (a module-scoped
 fixture); each example is then one test case marked with its rule, compared with the trace written
@@ -22,16 +22,14 @@ EXAMPLES = load_examples()
 def needs(example: Example) -> list[str]:
     """The capabilities an example needs; "scripted" unless a FREE adapter can be checked on it."""
     caps = set(required_capabilities(example.schedule))
-    if example.rejected:
-        caps.add("async.config_validation")
-    elif not free_checkable(example.schedule):
+    if not example.rejected and not free_checkable(example.schedule):
         caps.add("scripted")
     return sorted(caps)
 
 
 def _param(example: Example) -> object:
-    return pytest.param(example, id=example.id,
-                        marks=[pytest.mark.rule(example.rule), pytest.mark.needs(*needs(example))])
+    return pytest.param(example, id=example.id, marks=[
+        pytest.mark.area(example.area), pytest.mark.rule(example.rule), pytest.mark.needs(*needs(example))])
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,13 @@ An adapter runs a *batch* of schedules and returns one trace per schedule, in
 the same order, so that an engine such as Spark runs hundreds of schedules in
 one job.  Adapters import `spec` and never `reference` (spec/schedules.md).
 
-Capabilities name the optional features a schedule may exercise
-(`spec.schedule.required_capabilities`).  `capabilities()` maps every name in
-CAPABILITIES to None when the adapter supports it, or to the reason it does
-not; the suite reports a property that needs an unsupported capability as
-unsupported, with that reason, and never skips it silently.
+Capabilities are opt-in.  Each area (spec/area.py) has a capability named after it and one per
+optional feature (`<area>.<feature>`); `spec.schedule.required_capabilities` says which a schedule
+exercises.  `capabilities()` maps each capability the adapter knows of to None when it supports it,
+or to the reason it does not; a capability it does not name is unsupported with the reason "not
+declared", so an adapter written today never claims a capability added later.  The suite reports a
+property that needs an unsupported capability as unsupported, with the reason, and never skips it
+silently.
 """
 
 from __future__ import annotations
@@ -18,15 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from spec.schedule import Schedule, Trace
 
-CAPABILITIES: dict[str, str] = {
-    "async.ordered": "ordered output mode (AIO-12)",
-    "async.unordered": "unordered output mode (AIO-13, AIO-14)",
-    "async.timeout": "timeouts and the timeout handler (AIO-26..AIO-32)",
-    "async.retry": "retry strategies (AIO-33..AIO-41)",
-    "async.checkpoint": "checkpoint, crash and restore steps (AIO-44..AIO-48)",
-    "async.status": "watermark status steps (AIO-51)",
-    "async.config_validation": "refusing invalid configurations (AIO-1, AIO-3)",
-}
+NOT_DECLARED = "not declared"
 
 # completion_order values
 SCRIPTED = "scripted"  # calls complete exactly when the schedule says (exact comparison)
@@ -55,16 +49,24 @@ class Adapter(Protocol):
     completion_order: str  # SCRIPTED or FREE
 
     def capabilities(self) -> Mapping[str, str | None]:
-        """Every name of CAPABILITIES -> None if supported, else the reason it is not."""
+        """Capability -> None if supported, else the reason it is not; unnamed ones are not declared."""
         ...
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         """Run each schedule from a fresh operator; one trace per schedule, same order.
 
         A schedule whose configuration the implementation refuses (for example
-        capacity 0) gives the trace [Event(-1, "rejected", (reason,))].
+        capacity 0) gives the trace `Trace((spec.schedule.rejected(reason),))`.
         """
         ...
 
     def close(self) -> None:
         ...
+
+
+def unsupported(capabilities: Mapping[str, str | None], capability: str) -> str | None:
+    """None if the adapter supports the capability, else the reason (NOT_DECLARED if it names none)."""
+    if capability not in capabilities:
+        return NOT_DECLARED
+    reason = capabilities[capability]
+    return None if reason is None else str(reason)

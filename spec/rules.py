@@ -2,7 +2,7 @@
 
 A rule is a level-3 heading `### ID Title` followed by bullet fields:
 
-    ### AIO-12 Ordered output follows input order
+    ### XY-12 A rule's title
     - **Level:** MUST
     - **Rule:** In ordered mode the operator MUST ...
     - **Rationale:** ...

@@ -1,31 +1,40 @@
-"""The schedule vocabulary: schedules and traces as data (see spec/schedules.md).
+"""The schedule vocabulary, area-neutral: schedules and traces as data (see spec/schedules.md).
 
-A *schedule* fixes everything an engine would otherwise decide by timing: the
-inputs, the order in which async calls complete, processing-time advances,
-checkpoints, crashes and restores, and end of input.  A *trace* records what an
-implementation did when it ran a schedule: what it emitted and after which
-step, plus its externally visible side effects (which inputs it invoked, with
-which attempt number, when it called the timeout handler, what it stored in a
-checkpoint, when the task failed).
+A *schedule* fixes everything an engine would otherwise decide by timing: the inputs, the order in
+which outside work completes, processing-time advances, checkpoints, crashes and restores, end of
+input.  A *trace* records what an implementation did with it: what it emitted after which step,
+and its externally visible side effects.  Both have a JSON form that round-trips exactly.
 
-Both have a JSON form that round-trips exactly.  `parse_schedule` validates
-statically (shape, references, configuration) and raises `ScheduleError`
-naming the step index and the rule.  Validity that depends on the semantics
-(for example "this record has been admitted") is checked by the reference
-model while it runs, which raises the same `ScheduleError`.
+This module knows no area.  An area (spec/area.py, one module per area in spec/areas/) declares
+its configuration type, its step types and its event kinds; this module gives them their common
+machinery:
 
-This module is standard library only: `reference/`, `adapters/` and
-`conformance/` all import it.
+* steps are frozen dataclasses deriving from `Step`, with a class attribute `op` (the JSON name)
+  and a `role` saying what the step means to the execution model (an input element, a checkpoint
+  barrier, end of input, a crash, a restore); field types come from the annotations, field bounds
+  from `field(metadata={"min": ..., "choices": ...})`;
+* configurations are frozen dataclasses with the same annotations and metadata;
+* events are `Event`s of an area's `EventKind`s.
+
+`parse_schedule` validates statically (shape, types, references) and raises `ScheduleError`
+naming the step index and the rule.  Validity that depends on the semantics is checked by the
+reference model while it runs, which raises the same `ScheduleError`.
+
+Standard library only: `reference/`, `adapters/` and `conformance/` all import it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any, ClassVar
 
-AREAS = ("async_io",)
+if TYPE_CHECKING:
+    from spec.area import Area
 
 
 class ScheduleError(ValueError):
@@ -40,361 +49,224 @@ class ScheduleError(ValueError):
         super().__init__(f"{where}: {rule}: {message}")
 
 
-# --------------------------------------------------------------------------
-# Configuration of the async I/O area
-# --------------------------------------------------------------------------
-
-MODES = ("ordered", "unordered")
-TIMEOUT_BEHAVIOURS = ("fail", "complete", "ignore")
-RETRY_STRATEGIES = ("fixed_delay", "exponential_backoff")
-DEFAULT_CAPACITY = 100  # AIO-5
-
-
-@dataclass(frozen=True)
-class RetryConfig:
-    """A retry strategy (FLIP-232).  `max_attempts` counts retries (AIO-34)."""
-
-    strategy: str = "fixed_delay"
-    max_attempts: int = 1
-    delay: int = 0  # fixed_delay: backoff in ms
-    initial_delay: int = 0  # exponential_backoff
-    max_delay: int = 0  # exponential_backoff
-    multiplier: float = 2.0  # exponential_backoff
-    if_empty: bool = False  # result predicate: retry when the result is empty
-    if_error: bool = False  # exception predicate: retry on any error
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-@dataclass(frozen=True)
-class AsyncIoConfig:
-    mode: str = "ordered"
-    capacity: int = DEFAULT_CAPACITY
-    timeout: int = 0  # ms of processing time from admission; 0 means no timeout (AIO-2)
-    on_timeout: str = "fail"  # the timeout handler: fail | complete | ignore (AIO-27..30)
-    timeout_result: tuple[int, ...] = ()  # the result used by on_timeout == "complete"
-    retry: RetryConfig | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "capacity": self.capacity,
-            "timeout": self.timeout,
-            "on_timeout": self.on_timeout,
-            "timeout_result": list(self.timeout_result),
-            "retry": None if self.retry is None else self.retry.to_dict(),
-        }
+def need(cond: bool, step: int | None, rule: str, msg: str, op: str | None = None) -> None:
+    """Raise ScheduleError(step, rule, msg) unless `cond`."""
+    if not cond:
+        raise ScheduleError(step, rule, msg, op)
 
 
 # --------------------------------------------------------------------------
 # Steps
 # --------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class RecordStep:
-    """An input record arrives.  Records are numbered 0, 1, 2... in schedule order."""
-
-    op: ClassVar[str] = "record"
-    value: int
-    timestamp: int | None = None
+# What a step means to the execution model (spec/schedules.md).  Input steps travel on the input
+# channel in order; a checkpoint barrier and end of input do too.
+INPUT, CHECKPOINT, END, CRASH, RESTORE = "input", "checkpoint", "end", "crash", "restore"
+INPUT_ROLES = frozenset({INPUT, CHECKPOINT, END})
 
 
-@dataclass(frozen=True)
-class WatermarkStep:
-    op: ClassVar[str] = "watermark"
-    timestamp: int
+class Step:
+    """Base of every area's step dataclasses.
 
+    `op` is the JSON name; `role` one of INPUT, CHECKPOINT (a field `id`), END, CRASH, RESTORE (a
+    field `checkpoint`, an id or None), or None for a step outside the input channel (a completion,
+    a time advance).
+    """
 
-@dataclass(frozen=True)
-class StatusStep:
-    """A watermark status (idle / active) arrives on the input."""
-
-    op: ClassVar[str] = "status"
-    idle: bool
-
-
-@dataclass(frozen=True)
-class CompleteStep:
-    """The outstanding call of `record` completes with `result` (None: a null result, AIO-20)."""
-
-    op: ClassVar[str] = "complete"
-    record: int
-    result: tuple[int, ...] | None
-
-
-@dataclass(frozen=True)
-class ErrorStep:
-    """The outstanding call of `record` completes exceptionally."""
-
-    op: ClassVar[str] = "error"
-    record: int
-    message: str = "error"
-
-
-@dataclass(frozen=True)
-class AdvanceStep:
-    """Processing time advances by `ms`; due timers fire in (deadline, registration) order."""
-
-    op: ClassVar[str] = "advance"
-    ms: int
-
-
-@dataclass(frozen=True)
-class CheckpointStep:
-    """A checkpoint barrier with a unique id arrives on the input."""
-
-    op: ClassVar[str] = "checkpoint"
-    id: int
-
-
-@dataclass(frozen=True)
-class CrashStep:
-    """The task fails from outside (for example its machine is lost)."""
-
-    op: ClassVar[str] = "crash"
-
-
-@dataclass(frozen=True)
-class RestoreStep:
-    """A new task restores from checkpoint `checkpoint` (None: from no checkpoint)."""
-
-    op: ClassVar[str] = "restore"
-    checkpoint: int | None
-    capacity: int | None = None  # a new capacity for the restored operator
-
-
-@dataclass(frozen=True)
-class EndStep:
-    """End of input arrives."""
-
-    op: ClassVar[str] = "end"
-
-
-Step = (
-    RecordStep | WatermarkStep | StatusStep | CompleteStep | ErrorStep | AdvanceStep
-    | CheckpointStep | CrashStep | RestoreStep | EndStep
-)
-STEP_TYPES: dict[str, type] = {
-    t.op: t
-    for t in (
-        RecordStep, WatermarkStep, StatusStep, CompleteStep, ErrorStep, AdvanceStep,
-        CheckpointStep, CrashStep, RestoreStep, EndStep,
-    )
-}
-AREA_OPS: dict[str, frozenset[str]] = {"async_io": frozenset(STEP_TYPES)}
-# Steps that travel on the input channel, in order, behind a blocked record (spec/schedules.md).
-INPUT_OPS = frozenset({"record", "watermark", "status", "checkpoint", "end"})
+    op: ClassVar[str]
+    role: ClassVar[str | None] = None
 
 
 def step_to_dict(step: Step) -> dict[str, Any]:
-    d: dict[str, Any] = {"op": step.op}
-    for f in fields(step):
-        v = getattr(step, f.name)
-        d[f.name] = list(v) if isinstance(v, tuple) else v
-    return d
+    return {"op": step.op, **_to_json(step)}
+
+
+# --------------------------------------------------------------------------
+# Dataclasses from JSON, and their types (SCH-2)
+# --------------------------------------------------------------------------
+
+
+@cache
+def _hints(cls: Any) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _conforms(v: Any, tp: Any) -> bool:
+    """Whether a value has the annotated type (ints are not bools; a tuple[T, ...] holds Ts)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(v, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return v is None
+    if tp is bool:
+        return isinstance(v, bool)
+    if tp is int:
+        return isinstance(v, int) and not isinstance(v, bool)
+    if tp is float:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        return isinstance(v, tuple) and all(_conforms(x, args[0]) for x in v)
+    return isinstance(v, tp)
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    if typing.get_origin(tp) is tuple:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    return {int: "an integer", bool: "a boolean", str: "a string", float: "a number"}.get(tp, tp.__name__)
+
+
+def _dataclass_type(tp: Any) -> type | None:
+    """The dataclass in an annotation such as `RetryConfig | None`, if any."""
+    for a in typing.get_args(tp) or (tp,):
+        if isinstance(a, type) and is_dataclass(a):
+            return a
+    return None
+
+
+def from_json(cls: type, d: Any, step: int | None, what: str, op: str | None = None) -> Any:
+    """A dataclass from its JSON object: unknown fields refused, lists made tuples, nested dataclasses
+    built, then every field checked (check_fields).  Missing fields take their defaults."""
+    need(isinstance(d, Mapping), step, "SCH-2", f"{what} must be an object", op)
+    names = {f.name for f in fields(cls)}
+    extra = sorted(set(d) - names)
+    need(not extra, step, "SCH-2", f"unknown {what} field(s) {extra}", op)
+    args: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in d:
+            need(f.default is not MISSING or f.default_factory is not MISSING, step, "SCH-2",
+                 f"{what} needs the field {f.name!r}", op)
+            continue
+        v = d[f.name]
+        nested = _dataclass_type(_hints(cls)[f.name])
+        if nested is not None and isinstance(v, Mapping):
+            v = from_json(nested, v, step, f"{what} {f.name}", op)
+        args[f.name] = _freeze(v)
+    obj = cls(**args)
+    check_fields(obj, step, op)
+    return obj
+
+
+def check_fields(obj: Any, step: int | None, op: str | None = None) -> None:
+    """SCH-2: every field has its annotated type, and its metadata bounds (`min`, `choices`)."""
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        tp = _hints(typing.cast(Any, type(obj)))[f.name]
+        need(_conforms(v, tp), step, "SCH-2", f"{f.name} must be {_type_name(tp)}, not {v!r}", op)
+        if is_dataclass(v):
+            check_fields(v, step, op)
+            continue
+        if v is None:
+            continue
+        if "choices" in f.metadata:
+            need(v in f.metadata["choices"], step, "SCH-2",
+                 f"{f.name} must be one of {tuple(f.metadata['choices'])}, not {v!r}", op)
+        if "min" in f.metadata:
+            need(v >= f.metadata["min"], step, "SCH-2", f"{f.name} must be >= {f.metadata['min']}", op)
+
+
+def _freeze(v: Any) -> Any:
+    """JSON lists become tuples (dataclasses of this vocabulary are frozen and hashable)."""
+    return tuple(_freeze(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _to_json(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        out[f.name] = _to_json(v) if is_dataclass(v) else _thaw(v)
+    return out
+
+
+def _thaw(v: Any) -> Any:
+    return [_thaw(x) for x in v] if isinstance(v, tuple) else v
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    return _to_json(config)
+
+
+# --------------------------------------------------------------------------
+# Schedules
+# --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Schedule:
     area: str
-    config: AsyncIoConfig
+    config: Any  # the area's configuration dataclass
     steps: tuple[Step, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "area": self.area,
-            "config": self.config.to_dict(),
-            "steps": [step_to_dict(s) for s in self.steps],
-        }
+        return {"area": self.area, "config": config_to_dict(self.config),
+                "steps": [step_to_dict(s) for s in self.steps]}
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
-    @property
-    def records(self) -> list[RecordStep]:
-        return [s for s in self.steps if isinstance(s, RecordStep)]
+
+def _area(name: Any) -> Area:
+    from spec.area import get_area  # spec.area imports this module
+
+    return get_area(name)
 
 
-# --------------------------------------------------------------------------
-# Parsing and static validation
-# --------------------------------------------------------------------------
-
-_INT = (int,)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _need(cond: bool, step: int | None, rule: str, msg: str, op: str | None = None) -> None:
-    if not cond:
-        raise ScheduleError(step, rule, msg, op)
-
-
-def _config_from_dict(d: Any) -> AsyncIoConfig:
-    _need(isinstance(d, Mapping), None, "SCH-2", "config must be an object")
-    known = {"mode", "capacity", "timeout", "on_timeout", "timeout_result", "retry"}
-    extra = set(d) - known
-    _need(not extra, None, "SCH-2", f"unknown config field(s) {sorted(extra)}")
-    retry = d.get("retry")
-    retry_cfg = None
-    if retry is not None:
-        _need(isinstance(retry, Mapping), None, "SCH-2", "retry must be an object or null")
-        rknown = {f.name for f in fields(RetryConfig)}
-        rextra = set(retry) - rknown
-        _need(not rextra, None, "SCH-2", f"unknown retry field(s) {sorted(rextra)}")
-        retry_cfg = RetryConfig(**retry)
-    tr = d.get("timeout_result", [])
-    _need(isinstance(tr, list) and all(_is_int(v) for v in tr), None, "SCH-2",
-          "timeout_result must be a list of integers")
-    return AsyncIoConfig(
-        mode=d.get("mode", "ordered"),
-        capacity=d.get("capacity", DEFAULT_CAPACITY),
-        timeout=d.get("timeout", 0),
-        on_timeout=d.get("on_timeout", "fail"),
-        timeout_result=tuple(tr),
-        retry=retry_cfg,
-    )
-
-
-def validate_config(config: AsyncIoConfig) -> None:
-    """Raise ScheduleError (step None) for a configuration the operator must refuse."""
-    c = config
-    _need(c.mode in MODES, None, "SCH-2", f"mode must be one of {MODES}, not {c.mode!r}")
-    _need(_is_int(c.capacity), None, "SCH-2", "capacity must be an integer")
-    _need(c.capacity > 0, None, "AIO-1", f"capacity must be positive, not {c.capacity}")
-    _need(_is_int(c.timeout) and c.timeout >= 0, None, "SCH-2",
-          f"timeout must be a non-negative integer (ms), not {c.timeout!r}")
-    _need(c.on_timeout in TIMEOUT_BEHAVIOURS, None, "SCH-2",
-          f"on_timeout must be one of {TIMEOUT_BEHAVIOURS}, not {c.on_timeout!r}")
-    r = c.retry
-    if r is not None:
-        _need(r.strategy in RETRY_STRATEGIES, None, "SCH-2",
-              f"retry strategy must be one of {RETRY_STRATEGIES}, not {r.strategy!r}")
-        for name in ("max_attempts", "delay", "initial_delay", "max_delay"):
-            v = getattr(r, name)
-            _need(_is_int(v) and v >= 0, None, "SCH-2", f"retry {name} must be a non-negative integer")
-        _need(isinstance(r.multiplier, (int, float)) and not isinstance(r.multiplier, bool)
-              and r.multiplier >= 1.0, None, "SCH-2", "retry multiplier must be a number >= 1")
-        _need(isinstance(r.if_empty, bool) and isinstance(r.if_error, bool), None, "SCH-2",
-              "retry if_empty and if_error must be booleans")
-        _need(c.timeout > 0, None, "AIO-3", "a retry strategy needs a timeout > 0")
-
-
-# Configuration rules the operator enforces itself: a schedule breaking one is not malformed; the
-# operator refuses it and the trace is a single `rejected` event (spec/schedules.md).
-REJECTING_RULES = ("AIO-1", "AIO-3")
-
-
-def retry_enabled(config: AsyncIoConfig) -> bool:
-    """AIO-4: retry is on only with a strategy and at least one predicate."""
-    r = config.retry
-    return r is not None and (r.if_empty or r.if_error)
-
-
-def _step_from_dict(i: int, d: Any, area: str) -> Step:
-    _need(isinstance(d, Mapping), i, "SCH-2", "a step must be an object")
+def _step_from_dict(i: int, d: Any, area: Area) -> Step:
+    need(isinstance(d, Mapping), i, "SCH-2", "a step must be an object")
     op = d.get("op")
-    _need(isinstance(op, str), i, "SCH-2", "a step needs an 'op' string")
-    _need(op in STEP_TYPES, i, "SCH-1", f"unknown op {op!r}", op)
-    _need(op in AREA_OPS[area], i, "SCH-1", f"op {op!r} does not belong to area {area!r}", op)
-    cls = STEP_TYPES[op]
-    names = {f.name for f in fields(cls)}
-    args = {k: v for k, v in d.items() if k != "op"}
-    extra = set(args) - names
-    _need(not extra, i, "SCH-2", f"unknown field(s) {sorted(extra)}", op)
-    try:
-        if op == "complete":
-            res = args.get("result", [])
-            _need(res is None or (isinstance(res, list) and all(_is_int(v) for v in res)), i, "SCH-2",
-                  "result must be a list of integers or null", op)
-            args["result"] = None if res is None else tuple(res)
-        step = cls(**args)
-    except TypeError as e:
-        raise ScheduleError(i, "SCH-2", f"bad fields: {e}", op) from None
-    return step
-
-
-def _check_step_types(i: int, s: Step) -> None:
-    op = s.op
-    def intf(name: str, optional: bool = False, minimum: int | None = None) -> None:
-        v = getattr(s, name)
-        if optional and v is None:
-            return
-        _need(_is_int(v), i, "SCH-2", f"{name} must be an integer", op)
-        if minimum is not None:
-            _need(v >= minimum, i, "SCH-2", f"{name} must be >= {minimum}", op)
-    if isinstance(s, RecordStep):
-        intf("value"); intf("timestamp", optional=True)
-    elif isinstance(s, WatermarkStep):
-        intf("timestamp")
-    elif isinstance(s, StatusStep):
-        _need(isinstance(s.idle, bool), i, "SCH-2", "idle must be a boolean", op)
-    elif isinstance(s, (CompleteStep, ErrorStep)):
-        intf("record", minimum=0)
-        if isinstance(s, ErrorStep):
-            _need(isinstance(s.message, str), i, "SCH-2", "message must be a string", op)
-    elif isinstance(s, AdvanceStep):
-        intf("ms", minimum=0)
-    elif isinstance(s, CheckpointStep):
-        intf("id", minimum=0)
-    elif isinstance(s, RestoreStep):
-        intf("checkpoint", optional=True, minimum=0)
-        intf("capacity", optional=True)
-        if s.capacity is not None:
-            _need(s.capacity > 0, i, "AIO-1", f"capacity must be positive, not {s.capacity}", op)
+    need(isinstance(op, str), i, "SCH-2", "a step needs an 'op' string")
+    cls = area.step_types.get(op)
+    need(cls is not None, i, "SCH-1", f"op {op!r} is not a step of area {area.name!r} "
+         f"(its steps: {', '.join(area.step_types)})", op)
+    assert cls is not None
+    return from_json(cls, {k: v for k, v in d.items() if k != "op"}, i, "step", op)  # type: ignore[no-any-return]
 
 
 def validate_schedule(schedule: Schedule) -> Schedule:
-    """Static validation (spec/schedules.md, SCH rules).  Returns the schedule."""
-    _need(schedule.area in AREAS, None, "SCH-1", f"unknown area {schedule.area!r}; known: {AREAS}")
-    validate_config(schedule.config)
-    n_records = 0
+    """Static validation (spec/schedules.md, SCH rules, and the area's own).  Returns the schedule."""
+    area = _area(schedule.area)
+    need(isinstance(schedule.config, area.config_type), None, "SCH-2",
+         f"the configuration must be a {area.config_type.__name__}")
+    check_fields(schedule.config, None)
+    area.validate_config(schedule.config)
     checkpoints: set[int] = set()
-    ended = False
-    after_crash = False
+    ended = after_crash = False
     for i, s in enumerate(schedule.steps):
-        _need(type(s) in STEP_TYPES.values(), i, "SCH-1", f"not a step: {s!r}")
-        _need(s.op in AREA_OPS[schedule.area], i, "SCH-1",
-              f"op {s.op!r} does not belong to area {schedule.area!r}", s.op)
-        _check_step_types(i, s)
+        need(type(s) in area.step_types.values(), i, "SCH-1",
+             f"{s!r} is not a step of area {area.name!r}", getattr(s, "op", None))
+        check_fields(s, i, s.op)
         if after_crash:
-            _need(isinstance(s, RestoreStep), i, "SCH-7", "after a crash the next step must be restore", s.op)
-        if isinstance(s, RecordStep):
-            n_records += 1
-        if isinstance(s, (CompleteStep, ErrorStep)):
-            _need(s.record < n_records, i, "SCH-3",
-                  f"record {s.record} is unknown: only {n_records} record(s) arrived so far", s.op)
-        if isinstance(s, CheckpointStep):
-            _need(s.id not in checkpoints, i, "SCH-5", f"checkpoint id {s.id} is used twice", s.op)
-            checkpoints.add(s.id)
-        if isinstance(s, RestoreStep) and s.checkpoint is not None:
-            _need(s.checkpoint in checkpoints, i, "SCH-5",
-                  f"checkpoint {s.checkpoint} was never taken before this restore", s.op)
-        if s.op in INPUT_OPS:
-            _need(not ended, i, "SCH-6", f"{s.op} after end of input (before a restore)", s.op)
-        if isinstance(s, EndStep):
-            ended = True
-        after_crash = isinstance(s, CrashStep)
-        if isinstance(s, RestoreStep):
-            ended = False
+            need(s.role == RESTORE, i, "SCH-7", "after a crash the next step must be restore", s.op)
+        if s.role == CHECKPOINT:
+            cid = s.id  # type: ignore[attr-defined]
+            need(cid not in checkpoints, i, "SCH-5", f"checkpoint id {cid} is used twice", s.op)
+            checkpoints.add(cid)
+        if s.role == RESTORE and s.checkpoint is not None:  # type: ignore[attr-defined]
+            need(s.checkpoint in checkpoints, i, "SCH-5",  # type: ignore[attr-defined]
+                 f"checkpoint {s.checkpoint} was never taken before this restore", s.op)  # type: ignore[attr-defined]
+        if s.role in INPUT_ROLES:
+            need(not ended, i, "SCH-6", f"{s.op} after end of input (before a restore)", s.op)
+        ended = s.role == END or (ended and s.role != RESTORE)
+        after_crash = s.role == CRASH
+    area.validate_steps(schedule)
     return schedule
 
 
 def schedule_from_dict(d: Any, validate: bool = True) -> Schedule:
-    _need(isinstance(d, Mapping), None, "SCH-2", "a schedule must be a JSON object")
+    need(isinstance(d, Mapping), None, "SCH-2", "a schedule must be a JSON object")
     extra = set(d) - {"area", "config", "steps"}
-    _need(not extra, None, "SCH-2", f"unknown schedule field(s) {sorted(extra)}")
-    area = d.get("area")
-    _need(area in AREAS, None, "SCH-1", f"unknown area {area!r}; known: {AREAS}")
-    config = _config_from_dict(d.get("config", {}))
+    need(not extra, None, "SCH-2", f"unknown schedule field(s) {sorted(extra)}")
+    area = _area(d.get("area"))
+    config = from_json(area.config_type, d.get("config", {}), None, "config")
     steps_in = d.get("steps", [])
-    _need(isinstance(steps_in, list), None, "SCH-2", "steps must be a list")
+    need(isinstance(steps_in, list), None, "SCH-2", "steps must be a list")
     steps = tuple(_step_from_dict(i, s, area) for i, s in enumerate(steps_in))
-    sched = Schedule(area=area, config=config, steps=steps)
-    return validate_schedule(sched) if validate else sched
+    schedule = Schedule(area=area.name, config=config, steps=steps)
+    return validate_schedule(schedule) if validate else schedule
 
 
 def parse_schedule(text: str, validate: bool = True) -> Schedule:
@@ -405,50 +277,75 @@ def parse_schedule(text: str, validate: bool = True) -> Schedule:
     return schedule_from_dict(d, validate=validate)
 
 
+def steps_summary(steps: Sequence[Step]) -> str:
+    return "; ".join(f"{i}:{s.op}" for i, s in enumerate(steps))
+
+
 # --------------------------------------------------------------------------
 # Traces
 # --------------------------------------------------------------------------
 
-# Event kinds and their fields (besides "step" and "event"), in JSON order.
-EVENT_FIELDS: dict[str, tuple[str, ...]] = {
-    "invoke": ("record", "attempt"),  # the async function was called (side effect)
-    "timeout": ("record",),  # the timeout handler was called (side effect)
-    "emit": ("record", "value", "timestamp"),  # an output record
-    "watermark": ("timestamp",),  # an output watermark
-    "status": ("idle",),  # an output watermark status
-    "checkpoint": ("id", "snapshot"),  # a checkpoint was taken with this snapshot
-    "fail": ("record", "reason"),  # the task failed (record may be None)
-    "finished": (),  # end of input reached and the queue is empty
-    "rejected": ("reason",),  # the configuration was refused (step -1)
-}
-OUTPUT_EVENTS = frozenset({"emit", "watermark", "status"})
-FAIL_REASONS = ("error", "timeout", "null_result")
+# How an event kind takes part in the comparison of traces (spec/schedules.md, item 7): outputs and
+# side effects are two sequences per step whose interleaving is free; a marker keeps its place.
+OUTPUT, EFFECT, MARKER = "output", "side effect", "marker"
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """One kind of trace event of an area: its fields, in JSON order, and how it is compared.
+
+    `final`: no event may follow it in its incarnation.  `codecs`: field -> (to JSON, from JSON)
+    for a field whose JSON form is not its Python form.
+    """
+
+    name: str
+    fields: tuple[str, ...]
+    group: str  # OUTPUT, EFFECT or MARKER
+    final: bool = False
+    codecs: Mapping[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = field(default_factory=dict)
+
+    def __call__(self, step: int, **kw: Any) -> Event:
+        missing, extra = set(self.fields) - set(kw), set(kw) - set(self.fields)
+        if missing or extra:
+            raise TypeError(f"event {self.name!r} takes {self.fields}; missing {sorted(missing)}, "
+                            f"extra {sorted(extra)}")
+        return Event(step, self.name, tuple(_freeze(kw[n]) for n in self.fields), self)
+
+    def from_dict(self, d: Mapping[str, Any]) -> Event:
+        kw = {k: v for k, v in d.items() if k not in ("step", "event")}
+        for name, (_, decode) in self.codecs.items():
+            if name in kw:
+                kw[name] = decode(kw[name])
+        return self(int(d["step"]), **kw)
+
+
+# The one event every area shares: a refused configuration (the trace's only event, at step -1).
+REJECTED = EventKind("rejected", ("reason",), MARKER)
 
 
 @dataclass(frozen=True)
 class Event:
-    """One trace event.  `data` holds the kind's fields (EVENT_FIELDS), in order.
-
-    A snapshot is a tuple of ("record", id) and ("watermark", timestamp) pairs,
-    in the order the checkpoint stores them.
-    """
+    """One trace event.  `data` holds the kind's fields, in order; they read as attributes."""
 
     step: int
     event: str
     data: tuple[Any, ...] = ()
+    kind: EventKind = field(default=REJECTED, compare=False, repr=False, hash=False)
 
     def __getattr__(self, name: str) -> Any:
-        names = EVENT_FIELDS.get(object.__getattribute__(self, "event"), ())
-        if name in names:
-            return object.__getattribute__(self, "data")[names.index(name)]
+        kind = object.__getattribute__(self, "kind")
+        if name in kind.fields:
+            return object.__getattribute__(self, "data")[kind.fields.index(name)]
         raise AttributeError(name)
+
+    @property
+    def group(self) -> str:
+        return self.kind.group
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"step": self.step, "event": self.event}
-        for name, v in zip(EVENT_FIELDS[self.event], self.data):
-            if name == "snapshot":
-                v = [{kind: x} for kind, x in v]
-            d[name] = v
+        for name, v in zip(self.kind.fields, self.data):
+            d[name] = self.kind.codecs[name][0](v) if name in self.kind.codecs else _thaw(v)
         return d
 
     def __str__(self) -> str:
@@ -456,30 +353,9 @@ class Event:
         return f"@{self.step} {self.event} {args}".rstrip()
 
 
-def event(step: int, kind: str, **kw: Any) -> Event:
-    """Build an event: event(3, "emit", record=0, value=7, timestamp=None)."""
-    names = EVENT_FIELDS[kind]
-    missing = set(names) - set(kw)
-    extra = set(kw) - set(names)
-    if missing or extra:
-        raise TypeError(f"event {kind!r} takes {names}; missing {sorted(missing)}, extra {sorted(extra)}")
-    data = []
-    for n in names:
-        v = kw[n]
-        if n == "snapshot":
-            v = tuple((k, x) for k, x in v)
-        data.append(v)
-    return Event(step, kind, tuple(data))
-
-
-def event_from_dict(d: Mapping[str, Any]) -> Event:
-    kind = d.get("event")
-    if kind not in EVENT_FIELDS:
-        raise ValueError(f"unknown trace event {kind!r}")
-    kw = {k: v for k, v in d.items() if k not in ("step", "event")}
-    if "snapshot" in kw:
-        kw["snapshot"] = [next(iter(e.items())) for e in kw["snapshot"]]
-    return event(int(d["step"]), kind, **kw)
+def rejected(reason: str) -> Event:
+    """The trace of a refused configuration has this one event."""
+    return REJECTED(-1, reason=reason)
 
 
 @dataclass(frozen=True)
@@ -498,13 +374,24 @@ class Trace:
     def __len__(self) -> int:
         return len(self.events)
 
+    @property
+    def rejected(self) -> bool:
+        return [e.event for e in self.events] == ["rejected"]
 
-def trace_from_dict(d: Mapping[str, Any]) -> Trace:
-    return Trace(tuple(event_from_dict(e) for e in d["events"]))
+
+def trace_from_dict(d: Mapping[str, Any], area: str) -> Trace:
+    kinds = _area(area).event_kinds
+    out = []
+    for e in d["events"]:
+        kind = kinds.get(e.get("event"))
+        if kind is None:
+            raise ValueError(f"unknown trace event {e.get('event')!r} for area {area!r}")
+        out.append(kind.from_dict(e))
+    return Trace(tuple(out))
 
 
-def parse_trace(text: str) -> Trace:
-    return trace_from_dict(json.loads(text))
+def parse_trace(text: str, area: str) -> Trace:
+    return trace_from_dict(json.loads(text), area)
 
 
 def make_trace(events: Iterable[Event]) -> Trace:
@@ -512,20 +399,6 @@ def make_trace(events: Iterable[Event]) -> Trace:
 
 
 def required_capabilities(schedule: Schedule) -> frozenset[str]:
-    """The adapter capabilities (spec/adapter.py) a schedule exercises."""
-    c = schedule.config
-    caps = {f"async.{c.mode}"}
-    if c.timeout > 0:
-        caps.add("async.timeout")
-    if c.retry is not None:
-        caps.add("async.retry")
-    ops = {s.op for s in schedule.steps}
-    if ops & {"checkpoint", "crash", "restore"}:
-        caps.add("async.checkpoint")
-    if "status" in ops:
-        caps.add("async.status")
-    return frozenset(caps)
-
-
-def steps_summary(steps: Sequence[Step]) -> str:
-    return "; ".join(f"{i}:{s.op}" for i, s in enumerate(steps))
+    """The adapter capabilities (spec/adapter.py) a schedule exercises: its area and the area's own."""
+    area = _area(schedule.area)
+    return frozenset({area.name, *area.required_capabilities(schedule)})

@@ -12,8 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checker import compare_scripted
-from conformance.examples import parse_trace, render_event
+from conformance.examples import notation
 from spec.schedule import Schedule, Trace
+
+# The notation of spec/async-io.md, one item a line.
+ASYNC_IO = notation("async_io")
+parse_schedule, parse_step, parse_trace, render_event = (
+    ASYNC_IO.schedule, ASYNC_IO.step, ASYNC_IO.trace, ASYNC_IO.render)
 
 
 def fixed(max_attempts: int, delay: int, **predicates: bool) -> dict[str, Any]:

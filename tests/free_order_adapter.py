@@ -5,7 +5,8 @@ runs come in reverse.  FREE checking must accept it."""
 from __future__ import annotations
 
 from spec.adapter import FREE
-from spec.schedule import OUTPUT_EVENTS, Event, Schedule, Trace
+from spec.areas.async_io import event
+from spec.schedule import OUTPUT, Event, Schedule, Trace
 from tests.wrong_adapters import ReferenceWrapper
 
 
@@ -13,7 +14,7 @@ def reverse_segments(outputs: list[Event]) -> list[Event]:
     """Reverse the order of the record runs between consecutive watermarks/statuses."""
     out: list[Event] = []
     runs: list[list[Event]] = []
-    for e in outputs + [Event(-1, "watermark", (None,))]:
+    for e in outputs + [event(-1, "watermark", timestamp=None)]:
         if e.event == "emit":
             if runs and runs[-1][0].record == e.record:
                 runs[-1].append(e)
@@ -38,5 +39,5 @@ class FreeOrderAdapter(ReferenceWrapper):
         trace = super().run(schedule)
         if schedule.config.mode != "unordered":
             return trace
-        outputs = iter(reverse_segments([e for e in trace.events if e.event in OUTPUT_EVENTS]))
-        return Trace(tuple(next(outputs) if e.event in OUTPUT_EVENTS else e for e in trace.events))
+        outputs = iter(reverse_segments([e for e in trace.events if e.group == OUTPUT]))
+        return Trace(tuple(next(outputs) if e.group == OUTPUT else e for e in trace.events))

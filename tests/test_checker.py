@@ -7,20 +7,19 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.checker import compare, free_checkable, order_graph
+from conformance.areas.async_io import order_graph
+from conformance.checker import compare, free_checkable
 from spec.adapter import FREE, SCRIPTED
-from spec.schedule import (
+from spec.areas.async_io import (
     AsyncIoConfig,
     CompleteStep,
     EndStep,
-    Event,
     RecordStep,
-    Schedule,
     StatusStep,
-    Trace,
     WatermarkStep,
     event,
 )
+from spec.schedule import Event, Schedule, Trace
 
 
 def emit(step: int, record: int, value: int, ts: int | None) -> Event:
@@ -262,13 +261,13 @@ def test_free_checking_is_defined_only_without_timers_and_crashes() -> None:
 def test_free_order_adapter_differs_from_reference_and_is_accepted() -> None:
     from hypothesis import given, settings
 
-    from conformance.checker import reference_trace
-    from conformance.strategies import Features, schedules
-    from spec.adapter import CAPABILITIES
+    from conformance.areas.async_io import Features, schedules
+    from reference import expected_trace as reference_trace
+    from spec.area import all_capabilities
     from tests.free_order_adapter import FreeOrderAdapter
 
     adapter = FreeOrderAdapter()
-    f = Features(modes=("unordered",), statuses=True).restrict({c: None for c in CAPABILITIES}, FREE)
+    f = Features(modes=("unordered",), statuses=True).restrict({c: None for c in all_capabilities()}, FREE)
     differed = []
 
     @settings(max_examples=150, derandomize=True, database=None, deadline=None)

@@ -27,12 +27,12 @@ from typing import Any
 
 import pytest
 
-from adapters.pyspark.scripted import InjectedFailure, ScheduleStore, run_schedule, run_with_retries
-from conformance.examples import parse_schedule, render_event
-from spec.adapter import CAPABILITIES, SCRIPTED, AdapterError
+from adapters.pyspark.runtime import InjectedFailure, ScheduleStore, run_schedule, run_with_retries
+from spec.adapter import SCRIPTED, AdapterError
+from spec.areas.async_io import CAPABILITIES
 from spec.schedule import Trace
 from tests.async_io_cases import CASES as SHARED_CASES
-from tests.async_io_cases import assert_trace
+from tests.async_io_cases import assert_trace, parse_schedule, render_event
 
 # --------------------------------------------------------------------------
 # Hand-derived cases: those of tests/async_io_cases.py (the reference is checked on them too), and these
@@ -183,7 +183,7 @@ def test_adapter_declares_everything(spark: Any) -> None:
     a = PySparkAdapter()
     try:
         assert a.name == "pyspark" and a.completion_order == SCRIPTED
-        assert dict(a.capabilities()) == {name: None for name in CAPABILITIES}
+        assert dict(a.capabilities()) == {"async_io": None, **{name: None for name in CAPABILITIES}}
     finally:
         a.close()
 
@@ -235,28 +235,28 @@ def test_crash_raises_and_the_next_attempt_resumes_from_the_store(tmp_store: Pat
     s = parse_schedule(*CASES["two-crashes"][:2])
     for n in range(2):
         with pytest.raises(InjectedFailure, match=f"step {(2, 7)[n]}"):
-            run_schedule(s, ScheduleStore(tmp_store))
+            run_schedule(s, ScheduleStore(tmp_store, s.area))
     assert sorted(p.name for p in tmp_store.iterdir()) == ["ckpt-1.json", "ckpt-2.json", "sink.jsonl"]
-    trace = Trace(tuple(run_schedule(s, ScheduleStore(tmp_store))))
+    trace = Trace(tuple(run_schedule(s, ScheduleStore(tmp_store, s.area))))
     assert_trace("two-crashes", s, trace, CASES["two-crashes"][2])
     # A finished schedule is read back from its sink, not run again.
-    assert run_schedule(s, ScheduleStore(tmp_store)) == list(trace.events)
+    assert run_schedule(s, ScheduleStore(tmp_store, s.area)) == list(trace.events)
 
 
 def test_restore_reads_the_snapshot_from_durable_storage(tmp_store: Path) -> None:
     s = parse_schedule(*CASES["restore-smaller"][:2])
     with pytest.raises(InjectedFailure):
-        run_schedule(s, ScheduleStore(tmp_store))
+        run_schedule(s, ScheduleStore(tmp_store, s.area))
     # Tamper with the stored snapshot: the restored incarnation must replay what is on disk.
     (tmp_store / "ckpt-1.json").write_text(json.dumps([{"record": 2, "value": 3, "timestamp": None}]))
-    trace = Trace(tuple(run_schedule(s, ScheduleStore(tmp_store))))
+    trace = Trace(tuple(run_schedule(s, ScheduleStore(tmp_store, s.area))))
     assert [render_event(e) for e in trace if e.step >= 5] == ["@5 invoke r2 #1"]
 
 
 def test_events_of_an_attempt_that_died_without_a_marker_are_dropped(tmp_store: Path) -> None:
     s = parse_schedule(*CASES["crash-restore"][:2])
     with pytest.raises(InjectedFailure):
-        run_schedule(s, ScheduleStore(tmp_store))
+        run_schedule(s, ScheduleStore(tmp_store, s.area))
     with open(tmp_store / "sink.jsonl", "a") as f:  # a half-done attempt: an event, no marker
         f.write(json.dumps({"event": {"step": 7, "event": "invoke", "record": 5, "attempt": 9}}) + "\n")
     trace = Trace(tuple(run_with_retries(s, tmp_store)))  # the fail at step 9 is one more attempt

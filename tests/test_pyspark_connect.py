@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from test_pyspark_async_io import CASES, REJECTED, TASK_FAILURES
 
-from conformance.examples import parse_schedule as schedule
 from spec.adapter import AdapterError
 from tests.async_io_cases import assert_trace
+from tests.async_io_cases import parse_schedule as schedule
 
 pytestmark = pytest.mark.spark
 

@@ -16,10 +16,19 @@ import pytest
 
 import reference
 from adapters.reference import ReferenceAdapter
-from conformance.examples import load_examples, parse_schedule, parse_step, parse_trace, render_event
+from conformance.examples import load_examples
 from reference.async_io import AsyncIoModel, backoff
-from spec.schedule import RetryConfig, ScheduleError, schedule_from_dict
-from tests.async_io_cases import CASES, assert_trace, fixed
+from spec.areas.async_io import RetryConfig
+from spec.schedule import ScheduleError, schedule_from_dict
+from tests.async_io_cases import (
+    CASES,
+    assert_trace,
+    fixed,
+    parse_schedule,
+    parse_step,
+    parse_trace,
+    render_event,
+)
 
 
 def check(config: dict[str, Any], steps: str, trace: str) -> None:

@@ -1,11 +1,12 @@
 """The regression corpus: saved schedules with the traces they gave before a change.
 
 `tests/corpus/<area>.jsonl.gz` holds one JSON object a line: the property whose strategy drew the
-schedule, the schedule, and its trace.  The reference must give exactly the saved trace; the PySpark operator
-must give it up to the freedom of spec/schedules.md item 7 (the checker's comparison).  The async I/O corpus was drawn by the suite's strategies
-and traced by the reference model before the framework was made area-neutral (issue 6); the
-PySpark operator without Spark gave the same traces.  A change that alters any of them changes
-behaviour, which such a change must not do.
+schedule, the schedule, and its trace.  The reference must give exactly the saved trace; the
+PySpark operator must give it up to the freedom of spec/schedules.md item 7 (the checker's
+comparison).  The async I/O corpus was drawn by the suite's strategies and traced by the reference
+model before the framework was made area-neutral (issue 6); the PySpark operator without Spark
+gave the same traces.  A change that alters any of them changes behaviour, which such a change
+must not do.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.pyspark.scripted import LocalScriptedAdapter
+from adapters.pyspark.runtime import LocalScriptedAdapter
 from adapters.reference import ReferenceAdapter
 from conformance.checker import compare_scripted
 from spec.schedule import schedule_from_dict, trace_from_dict
@@ -43,7 +44,7 @@ def test_corpus_traces_are_unchanged(path: Path, adapter: type) -> None:
     exact = adapter is ReferenceAdapter
     changed = []
     for r, s, got in zip(rows, schedules, traces):
-        saved = trace_from_dict({"events": r["trace"]})
+        saved = trace_from_dict({"events": r["trace"]}, s.area)
         if (got != saved) if exact else (compare_scripted(s, saved, got) is not None):
             changed.append((r, got))
     if changed:

@@ -7,14 +7,10 @@ from typing import Any
 
 import pytest
 
+from spec.areas.async_io import AsyncIoConfig, CompleteStep, RecordStep, RetryConfig, event, records
 from spec.rules import RuleFileError, load_rules, parse_rules
 from spec.schedule import (
-    AsyncIoConfig,
-    CompleteStep,
-    RecordStep,
-    RetryConfig,
     ScheduleError,
-    event,
     make_trace,
     parse_schedule,
     parse_trace,
@@ -53,7 +49,7 @@ def test_schedule_json_round_trip() -> None:
     assert s.config.retry == RetryConfig("fixed_delay", 2, 10, 0, 0, 2.0, True, True)
     assert s.steps[0] == RecordStep(7, 100)
     assert s.steps[5] == CompleteStep(0, None)
-    assert [r.value for r in s.records] == [7, 8]
+    assert [r.value for r in records(s)] == [7, 8]
 
 
 def test_defaults_fill_missing_fields() -> None:
@@ -77,7 +73,7 @@ def test_trace_json_round_trip() -> None:
     d = json.loads(t.to_json())
     assert d["events"][2] == {"step": 5, "event": "checkpoint", "id": 1,
                               "snapshot": [{"record": 0}, {"watermark": 100}]}
-    assert parse_trace(t.to_json()) == t
+    assert parse_trace(t.to_json(), "async_io") == t
     assert t.events[1].value == 80 and t.events[2].snapshot == (("record", 0), ("watermark", 100))
     with pytest.raises(TypeError):
         event(0, "invoke", record=0)  # missing attempt
@@ -91,8 +87,8 @@ REC = {"op": "record", "value": 1}
 
 
 @pytest.mark.parametrize("doc, step, rule", [
-    ({"area": "sources", "steps": []}, None, "SCH-1"),
-    (_steps(REC, {"op": "assign_split"}), 1, "SCH-1"),
+    ({"area": "no_such_area", "steps": []}, None, "SCH-1"),
+    (_steps(REC, {"op": "no_such_op"}), 1, "SCH-1"),
     (_steps({"op": "advance", "ms": -5}), 0, "SCH-2"),
     (_steps({"op": "record", "value": 1, "ts": 3}), 0, "SCH-2"),
     (_steps({"op": "record", "value": True}), 0, "SCH-2"),
@@ -133,9 +129,11 @@ def test_not_json_is_sch_2() -> None:
 
 def test_required_capabilities() -> None:
     s = parse_schedule(json.dumps(FULL))
-    assert required_capabilities(s) == {"async.unordered", "async.timeout", "async.retry", "async.checkpoint",
-                                        "async.status"}
-    assert required_capabilities(schedule_from_dict(_steps(REC))) == {"async.ordered"}
+    assert required_capabilities(s) == {"async_io", "async_io.unordered", "async_io.timeout",
+                                        "async_io.retry", "async_io.checkpoint", "async_io.status"}
+    assert required_capabilities(schedule_from_dict(_steps(REC))) == {"async_io", "async_io.ordered"}
+    refused = schedule_from_dict(_steps(config={"capacity": 0}), validate=False)
+    assert required_capabilities(refused) == {"async_io", "async_io.ordered", "async_io.config_validation"}
 
 
 SAMPLE = """# Title

@@ -19,8 +19,10 @@ from conformance.examples import (
     load_spec_examples,
     parse_examples,
 )
+from spec.area import area_of_rule, get_area
+from spec.areas.async_io import event, records
 from spec.rules import load_rules
-from spec.schedule import REJECTING_RULES, ScheduleError, Trace, event
+from spec.schedule import ScheduleError, Trace
 
 SPEC = load_spec_examples()
 
@@ -31,7 +33,8 @@ def test_reference_gives_the_example_trace(example: Example) -> None:
     if example.rejected:
         with pytest.raises(ScheduleError) as info:
             reference.run(example.schedule)
-        assert info.value.step is None and info.value.rule in REJECTING_RULES, f"{where}: {info.value}"
+        rules = get_area(example.area).rejecting_rules
+        assert info.value.step is None and info.value.rule in rules, f"{where}: {info.value}"
         return
     got = reference.run(example.schedule)
     problem = compare_scripted(example.schedule, example.trace, got)
@@ -41,7 +44,7 @@ def test_reference_gives_the_example_trace(example: Example) -> None:
 
 def test_every_rule_with_an_example_is_executed_or_untested() -> None:
     rules = load_rules()
-    area_rules = {r.id for r in rules.values() if r.file != "schedules.md"}
+    area_rules = {r.id for r in rules.values() if area_of_rule(r.id) is not None}
     executed = {ex.rule for ex in SPEC.examples}
     assert set(SPEC.with_example) == area_rules, "every rule of an area file has an Example"
     assert executed | set(SPEC.skipped) == area_rules
@@ -84,7 +87,7 @@ def test_parse_config_steps_and_trace() -> None:
                "`0 record 7 @100`, `1 watermark 5`, `2 complete r0 [1, 2]`. Trace:\n\n"
                "      @0 invoke r0 #1\n      @2 emit r0 1 ts=100\n      @2 emit r0 2 ts=100\n"
                "      @2 watermark 5\n")
-    [ex] = parse_examples(text, "x.md").examples
+    [ex] = parse_examples(text, "x.md", "async_io").examples
     c = ex.schedule.config
     assert (c.mode, c.capacity, c.timeout, c.on_timeout, c.timeout_result) == \
         ("unordered", 2, 50, "complete", (0, 1))
@@ -99,7 +102,7 @@ def test_parse_config_steps_and_trace() -> None:
 def test_second_paragraph_and_inline_trace() -> None:
     text = _md("`0 record 1`, `1 end`, `2 complete r0 [3]`. Trace:\n\n      @0 invoke r0 #1\n"
                "      @2 emit r0 3 ts=-\n      @2 finished\n\n  A schedule `0 end` gives `@0 finished`.")
-    a, b = parse_examples(text, "x.md").examples
+    a, b = parse_examples(text, "x.md", "async_io").examples
     assert (a.id, b.id) == ("X-1.1", "X-1.2")
     assert b.trace.events == (event(0, "finished"),)
 
@@ -108,8 +111,8 @@ def test_repeat_notation() -> None:
     assert expand("2..4 record {i}") == [(2, "record 2"), (3, "record 3"), (4, "record 4")]
     text = _md("`0..2 record {i}`, `3 checkpoint 1`. Trace:\n\n      @0..2 invoke r{i} #1\n"
                "      @3 checkpoint 1 [r0, r1, r2]\n")
-    [ex] = parse_examples(text, "x.md").examples
-    assert [s.value for s in ex.schedule.records] == [0, 1, 2]
+    [ex] = parse_examples(text, "x.md", "async_io").examples
+    assert [s.value for s in records(ex.schedule)] == [0, 1, 2]
     assert [e.record for e in ex.trace.events[:3]] == [0, 1, 2]
     assert ex.trace.events[3].snapshot == (("record", 0), ("record", 1), ("record", 2))
 
@@ -129,9 +132,10 @@ def test_repeat_notation() -> None:
 ])
 def test_bad_examples_are_errors(example: str, message: str) -> None:
     with pytest.raises(ExampleError, match=message):
-        parse_examples(_md(example), "x.md")
+        parse_examples(_md(example), "x.md", "async_io")
 
 
 def test_prose_example_of_an_untested_rule_is_skipped_with_its_reason() -> None:
-    out = parse_examples(_md("a prose example about r0.", untested="no step for it"), "x.md")
+    out = parse_examples(_md("a prose example about r0.", untested="no step for it"), "x.md",
+                         "async_io")
     assert out.examples == [] and out.skipped == {"X-1": "Untested: no step for it"}

@@ -91,7 +91,7 @@ def test_unsupported_properties_are_listed_with_reason(run_suite) -> None:  # ty
     assert result.ret == 0, out
     assert "conformance: UNSUPPORTED" in out
     line = next(x for x in out.splitlines() if x.startswith("UNSUPPORTED") and "test_timeouts" in x)
-    assert "AIO-26" in line and "async.timeout: this engine has no processing-time timers" in line
+    assert "AIO-26" in line and "async_io.timeout: this engine has no processing-time timers" in line
 
 
 def test_hanging_adapter_is_reported_as_a_hang(run_suite) -> None:  # type: ignore[no-untyped-def]

@@ -11,8 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from adapters.reference import ReferenceAdapter
-from spec.adapter import CAPABILITIES, SCRIPTED, AdapterError
-from spec.schedule import CompleteStep, RestoreStep, Schedule, Trace
+from spec.adapter import SCRIPTED, AdapterError
+from spec.area import all_capabilities
+from spec.areas.async_io import CompleteStep, RestoreStep
+from spec.schedule import Schedule, Trace
 
 
 class ReferenceWrapper:
@@ -25,7 +27,7 @@ class ReferenceWrapper:
         self.name = type(self).__name__
 
     def capabilities(self) -> Mapping[str, str | None]:
-        return {c: None for c in CAPABILITIES}
+        return {c: None for c in all_capabilities()}
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         return [self.run(s) for s in schedules]
@@ -79,8 +81,8 @@ class NoTimeouts(ReferenceWrapper):
 
     def capabilities(self) -> Mapping[str, str | None]:
         caps = dict(super().capabilities())
-        caps["async.timeout"] = "this engine has no processing-time timers"
-        caps["async.retry"] = "no timers, so no retry backoff"
+        caps["async_io.timeout"] = "this engine has no processing-time timers"
+        caps["async_io.retry"] = "no timers, so no retry backoff"
         return caps
 
 

@@ -1,12 +1,13 @@
-"""The PySpark implementation of the async I/O operator and its conformance adapter.
+"""Flink's semantics on Apache Spark, through PySpark, and the conformance adapter.
 
-* `async_map(df, fn, ...)`: the user API, a real async wait operator over a DataFrame
-  (adapters/pyspark/async_io.py);
-* `PySparkAdapter`: runs batches of schedules in Spark jobs for the conformance suite
-  (adapters/pyspark/adapter.py).
+* `session.py`: one shared SparkSession per process (classic local mode, or Spark Connect);
+* `runtime.py`: conformance mode shared by every area (virtual time, the durable store, a
+  schedule's run across real task failures) and the `pyspark-local` adapter;
+* `adapter.py`: `PySparkAdapter`, a batch of schedules in one Spark job;
+* one module or package per area, named after it (`adapters/pyspark/<area>`): the area's
+  implementation for users, and its conformance run (`CAPABILITIES`, `Run`).
 
-Both drive the same operator core (adapters/pyspark/core.py).  pyspark itself is
-imported only when a Spark session is needed.
+pyspark itself is imported only when a Spark session is needed.
 """
 
 from adapters.pyspark.adapter import PySparkAdapter

@@ -1,9 +1,10 @@
 """PySparkAdapter: runs a batch of schedules in one Spark job.
 
 The batch becomes a DataFrame `(sid, schedule JSON)` spread over a few
-partitions.  `mapInArrow` runs `run_partition` in each task: it drives one
-`AsyncWaitOperator` per schedule (adapters/pyspark/scripted.py: virtual
-clock, scripted calls) and returns `(sid, trace JSON, error)`.
+partitions.  `mapInArrow` runs `run_partition` in each task: it runs every
+schedule on the implementation of its area (adapters/pyspark/runtime.py finds
+`adapters/pyspark/<area>`: virtual clock, scripted outside world) and returns
+`(sid, trace JSON, error)`.
 
 Durable storage: each schedule has a directory under the job directory
 (`<store>/job-<uuid>/<sid>/`) holding its sink and its checkpoint snapshots.
@@ -33,12 +34,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.pyspark.scripted import InjectedFailure, ScheduleStore, run_schedule
+from adapters.pyspark.runtime import InjectedFailure, ScheduleStore, capabilities, run_schedule
 from adapters.pyspark.session import check_prerequisites
-from spec.adapter import CAPABILITIES, SCRIPTED
-from spec.schedule import RestoreStep, Schedule, Trace, schedule_from_dict, trace_from_dict
+from spec.adapter import SCRIPTED
+from spec.schedule import RESTORE, Schedule, Trace, schedule_from_dict, trace_from_dict
 
-OUTPUT_SCHEMA = "sid long, trace string, error string, attempt int"
+OUTPUT_SCHEMA = "sid long, trace string, raised string, attempt int"
 
 
 class ScheduleCrashed(RuntimeError):
@@ -68,7 +69,7 @@ def run_partition(root: str, max_failures: int, batches: Iterator[Any]) -> Itera
     for sid, text in sorted(rows):
         try:
             schedule = schedule_from_dict(json.loads(text), validate=False)
-            events = run_schedule(schedule, ScheduleStore(Path(root) / str(sid)))
+            events = run_schedule(schedule, ScheduleStore(Path(root) / str(sid), schedule.area))
             out.append((sid, json.dumps({"events": [e.to_dict() for e in events]}), None))
         except InjectedFailure as e:
             failed.append(f"schedule {sid}: {e}")  # its incarnation stopped at the failure
@@ -82,7 +83,7 @@ def run_partition(root: str, max_failures: int, batches: Iterator[Any]) -> Itera
         raise InjectedFailure(f"{len(failed)} injected failure(s): " + "; ".join(failed[:3]))
     # (At the last attempt Spark allows, failing would abort the job: the unfinished schedules
     # go back to the driver, which resumes them from the store in another job.)
-    schema = pa.schema([("sid", pa.int64()), ("trace", pa.string()), ("error", pa.string()),
+    schema = pa.schema([("sid", pa.int64()), ("trace", pa.string()), ("raised", pa.string()),
                         ("attempt", pa.int32())])
     yield pa.RecordBatch.from_arrays(
         [pa.array([r[0] for r in out], pa.int64()), pa.array([r[1] for r in out], pa.string()),
@@ -92,7 +93,7 @@ def run_partition(root: str, max_failures: int, batches: Iterator[Any]) -> Itera
 
 def failure_bound(schedule: Schedule) -> int:
     """Task failures a schedule can cause: one per incarnation (each ends by a crash or a fail)."""
-    return 1 + sum(isinstance(s, RestoreStep) for s in schedule.steps)
+    return 1 + sum(s.role == RESTORE for s in schedule.steps)
 
 
 class PySparkAdapter:
@@ -108,13 +109,13 @@ class PySparkAdapter:
             check_prerequisites()
         root = store_dir or os.environ.get("CONFORMANCE_SPARK_STORE")
         self._owns_root = root is None
-        self.root = Path(root or tempfile.mkdtemp(prefix="pyspark-async-io-"))
+        self.root = Path(root or tempfile.mkdtemp(prefix="pyspark-conformance-"))
         self.partitions = partitions
         self.spark = spark  # None: the process's shared session (adapters/pyspark/session.py)
         self.task_attempts: dict[int, int] = {}  # schedule index -> Spark task attempt of its trace
 
     def capabilities(self) -> Mapping[str, str | None]:
-        return {name: None for name in CAPABILITIES}
+        return capabilities()
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         if not schedules:
@@ -135,11 +136,12 @@ class PySparkAdapter:
                 df = spark.createDataFrame(rows, "sid long, schedule string")
                 df = df.repartition(min(len(rows), self.partitions))
                 for row in df.mapInArrow(task, OUTPUT_SCHEMA).collect():
-                    if row["error"]:  # a bug in the operator: the property fails, with the traceback
-                        sid, error = row["sid"], row["error"]
+                    if row["raised"]:  # a bug in the operator: the property fails, with the traceback
+                        sid, error = row["sid"], row["raised"]
                         raise ScheduleCrashed(f"pyspark adapter: schedule {sid} raised:\n{error}")
                     if row["trace"] is not None:
-                        traces[row["sid"]] = trace_from_dict(json.loads(row["trace"]))
+                        area = schedules[row["sid"]].area
+                        traces[row["sid"]] = trace_from_dict(json.loads(row["trace"]), area)
                         self.task_attempts[row["sid"]] = row["attempt"]
                 pending = [i for i in pending if i not in traces]
         finally:

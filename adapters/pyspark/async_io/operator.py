@@ -7,8 +7,8 @@ channel, calls complete through `complete` / `complete_exceptionally`, and
 timers call back into it.  Everything that depends on the environment is
 injected:
 
-* `Timers`: the clock and timer service (an asyncio loop in `async_io.py`,
-  a virtual clock in `scripted.py`);
+* `Timers`: the clock and timer service (an asyncio loop in `api.py`,
+  a virtual clock in conformance mode, `conformance.py`);
 * `Service`: starts a call of the async function for an entry
   (real coroutines, or scripted futures completed by schedule steps);
 * `Output`: receives output elements and side-effect notifications.

@@ -4,7 +4,7 @@
 
 `fn` is an `async def` taking a value and returning a list of results.  Each
 Spark task runs one asyncio event loop over the Arrow batches of its partition
-(`mapInArrow`) and drives `AsyncWaitOperator` (adapters/pyspark/core.py, the
+(`mapInArrow`) and drives `AsyncWaitOperator` (adapters/pyspark/async_io/operator.py, the
 same class the conformance adapter drives) with the loop's clock and real
 coroutines:
 
@@ -38,7 +38,7 @@ import selectors
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
-from adapters.pyspark.core import (
+from adapters.pyspark.async_io.operator import (
     AsyncWaitOperator,
     EndOfInput,
     Entry,

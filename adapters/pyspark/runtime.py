@@ -1,0 +1,311 @@
+"""Conformance mode, area-neutral: virtual time, a durable store, and a schedule's run across failures.
+
+Each area has a module or package `adapters/pyspark/<area>` that declares the capabilities it
+supports (`CAPABILITIES`, opt-in: spec/adapter.py) and runs one schedule of its area
+(`Run(schedule, store)`, a `ScheduleRun`).  This module finds it by the schedule's area and gives
+it what every area needs:
+
+* `VirtualTimers`: processing time changes only on the steps that advance it; due timers fire in
+  (deadline, registration) order, each at its own deadline (spec/schedules.md, items 1 and 5);
+* `ScheduleStore`: a directory on durable storage holding the task's sink (the trace events,
+  written together with the crash or done marker that ends them) and the checkpoint snapshots;
+* `ScheduleRun`: runs the steps; when an incarnation ends (a crash step, a task failure) it writes
+  a crash marker and raises `InjectedFailure` out of the Spark task.  Spark runs the task again;
+  the new run finds the marker, keeps the events emitted before it, and goes on with the step
+  after it (normally a restore, which reads the snapshot back from the store).
+
+No Spark here: the unit tests and the `pyspark-local` adapter run this module directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import importlib
+import itertools
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from spec.adapter import SCRIPTED
+from spec.area import areas, get_area
+from spec.schedule import Event, Schedule, Step, Trace, make_trace, rejected
+
+
+class InjectedFailure(RuntimeError):
+    """A crash step or a task failure: raised so that the Spark task really fails."""
+
+
+# --------------------------------------------------------------------------
+# Virtual time
+# --------------------------------------------------------------------------
+
+
+class VirtualClock:
+    def __init__(self, now: int = 0):
+        self.now = now  # ms; runs on across crashes and restores (execution model 1)
+
+
+class _Timer:
+    __slots__ = ("deadline", "seq", "callback", "cancelled")
+
+    def __init__(self, deadline: float, seq: int, callback: Callable[[], None]):
+        self.deadline = deadline
+        self.seq = seq
+        self.callback = callback
+        self.cancelled = False
+
+    def __lt__(self, other: _Timer) -> bool:
+        return (self.deadline, self.seq) < (other.deadline, other.seq)
+
+
+class VirtualTimers:
+    """The timer service of one incarnation on the shared virtual clock."""
+
+    def __init__(self, clock: VirtualClock):
+        self.clock = clock
+        self._heap: list[_Timer] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self.clock.now
+
+    def register(self, deadline: float, callback: Callable[[], None]) -> _Timer:
+        timer = _Timer(deadline, next(self._seq), callback)
+        heapq.heappush(self._heap, timer)
+        return timer
+
+    def cancel(self, handle: _Timer) -> None:
+        handle.cancelled = True
+
+    def advance(self, ms: int, alive: Callable[[], bool]) -> None:
+        """Execution model 5: fire due timers one by one at their deadlines, then set the new time."""
+        target = self.clock.now + ms
+        while alive() and self._heap and self._heap[0].deadline <= target:
+            timer = heapq.heappop(self._heap)
+            if timer.cancelled:
+                continue
+            self.clock.now = int(timer.deadline)
+            timer.callback()
+        self.clock.now = target
+
+
+# --------------------------------------------------------------------------
+# The durable store of one schedule
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Progress:
+    events: list[Event]
+    resume_step: int = 0  # the first step still to run
+    clock: int = 0
+    done: bool = False
+
+
+class ScheduleStore:
+    """`<dir>/sink.jsonl` (events, crash markers, done marker) and `<dir>/ckpt-<id>.json`."""
+
+    def __init__(self, path: str | Path, area: str):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._sink = self.path / "sink.jsonl"
+        self._kinds = get_area(area).event_kinds
+
+    def load(self) -> Progress:
+        """What an earlier attempt left: the events up to its last crash marker (or all, if done)."""
+        progress = Progress([])
+        pending: list[Event] = []
+        if self._sink.exists():
+            for line in self._sink.read_text().splitlines():
+                rec = json.loads(line)
+                if "event" in rec:
+                    pending.append(self._kinds[rec["event"]["event"]].from_dict(rec["event"]))
+                elif "ended" in rec:
+                    progress.events += pending
+                    pending = []
+                    progress.resume_step, progress.clock = rec["ended"] + 1, rec["clock"]
+                elif "done" in rec:
+                    progress.events += pending
+                    progress.done = True
+                    return progress
+        if pending:  # events after the last marker: an attempt that died unexpectedly; dropped
+            self._rewrite(progress)
+        return progress
+
+    def _rewrite(self, progress: Progress) -> None:
+        lines = [json.dumps({"event": e.to_dict()}) for e in progress.events]
+        if progress.resume_step:
+            lines.append(json.dumps({"ended": progress.resume_step - 1, "clock": progress.clock}))
+        tmp = self.path / "sink.jsonl.tmp"
+        tmp.write_text("".join(line + "\n" for line in lines))
+        os.replace(tmp, self._sink)
+
+    def _commit(self, events: list[Event], marker: dict[str, Any]) -> None:
+        """Append events and the marker that ends them in one durable write.
+
+        Only events followed by a marker count (`load`), so nothing is written before one.
+        """
+        lines = [json.dumps({"event": e.to_dict()}) for e in events] + [json.dumps(marker)]
+        with open(self._sink, "a") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def mark_crash(self, events: list[Event], step: int, clock: int) -> None:
+        self._commit(events, {"ended": step, "clock": clock})
+
+    def mark_done(self, events: list[Event]) -> None:
+        self._commit(events, {"done": True})
+
+    def write_checkpoint(self, id: int, payload: Any) -> None:
+        """A checkpoint's snapshot (any JSON value), durable before the checkpoint counts."""
+        tmp = self.path / f"ckpt-{id}.json.tmp"
+        tmp.write_text(json.dumps(payload))
+        os.replace(tmp, self.path / f"ckpt-{id}.json")
+
+    def read_checkpoint(self, id: int) -> Any:
+        return json.loads((self.path / f"ckpt-{id}.json").read_text())
+
+
+# --------------------------------------------------------------------------
+# Running a schedule
+# --------------------------------------------------------------------------
+
+
+class ScheduleRun:
+    """Runs one schedule (or resumes it after an injected failure).  An area's `Run` derives from it.
+
+    The area implements `start(resume_step)` (False: the configuration is refused, `rejected`),
+    `apply(index, step)`, `alive` (the current incarnation is running) and `cause(index)` (why the
+    incarnation ended, for the failure message); it records events with `record_event`.
+    """
+
+    def __init__(self, schedule: Schedule, store: ScheduleStore):
+        self.schedule = schedule
+        self.store = store
+        self.events: list[Event] = []
+        self._unwritten: list[Event] = []  # events since the last marker in the sink
+        self.step = -1
+        self.clock = VirtualClock()
+
+    # ---- what an area implements -----------------------------------------
+
+    def start(self, resume_step: int) -> bool:
+        raise NotImplementedError
+
+    def apply(self, index: int, step: Step) -> None:
+        raise NotImplementedError
+
+    @property
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def cause(self, index: int) -> str:
+        return "the task failed"
+
+    # ---- the run ---------------------------------------------------------
+
+    def record_event(self, e: Event) -> None:
+        self.events.append(e)
+        self._unwritten.append(e)
+
+    def _take_unwritten(self) -> list[Event]:
+        out, self._unwritten = self._unwritten, []
+        return out
+
+    def reject(self, reason: str) -> None:
+        """The configuration is refused: the trace is the one `rejected` event."""
+        self.events = [rejected(reason)]
+        self.store.mark_done(self.events)
+
+    def run(self) -> list[Event]:
+        progress = self.store.load()
+        if progress.done:
+            return progress.events
+        self.events = progress.events
+        self.clock.now = progress.clock
+        if not self.start(progress.resume_step):
+            return self.events
+        for i in range(progress.resume_step, len(self.schedule.steps)):
+            self.step = i
+            was_alive = self.alive
+            self.apply(i, self.schedule.steps[i])
+            if was_alive and not self.alive:
+                self.store.mark_crash(self._take_unwritten(), i, self.clock.now)
+                raise InjectedFailure(f"step {i}: {self.cause(i)}; Spark retries the task")
+        self.store.mark_done(self._take_unwritten())
+        return self.events
+
+
+@cache
+def area_module(area: str) -> Any:
+    """`adapters/pyspark/<area>`: its CAPABILITIES and its `Run`."""
+    get_area(area)
+    return importlib.import_module(f"adapters.pyspark.{area}")
+
+
+def implemented_areas() -> list[str]:
+    """The areas that have a module here."""
+    found = []
+    for name in areas():
+        try:
+            area_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != f"adapters.pyspark.{name}":
+                raise
+            continue
+        found.append(name)
+    return found
+
+
+def capabilities() -> dict[str, str | None]:
+    """What the PySpark implementation declares: each area it implements, and that area's own list."""
+    out: dict[str, str | None] = {}
+    for name in implemented_areas():
+        out[name] = None
+        out.update(area_module(name).CAPABILITIES)
+    return out
+
+
+def run_schedule(schedule: Schedule, store: ScheduleStore) -> list[Event]:
+    run: ScheduleRun = area_module(schedule.area).Run(schedule, store)
+    return run.run()
+
+
+def run_with_retries(schedule: Schedule, path: str | Path, max_attempts: int = 1000) -> list[Event]:
+    """Run a schedule in this process, re-running it after each injected failure as Spark would."""
+    for _ in range(max_attempts):
+        try:
+            return run_schedule(schedule, ScheduleStore(path, schedule.area))
+        except InjectedFailure:
+            continue
+    raise RuntimeError(f"schedule still failing after {max_attempts} attempts")
+
+
+class LocalScriptedAdapter:
+    """The conformance-mode implementations without Spark (same runs and store, retries in-process).
+
+    Fast and independent of the reference: the built-in adapter `pyspark-local`.
+    """
+
+    name = "pyspark-local"
+    completion_order = SCRIPTED
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="pyspark-local-"))
+        self._n = itertools.count()
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        return capabilities()
+
+    def run_batch(self, schedules: list[Schedule]) -> list[Trace]:
+        return [make_trace(run_with_retries(s, self.root / str(next(self._n)))) for s in schedules]
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

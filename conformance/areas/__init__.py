@@ -1,0 +1,44 @@
+"""The conformance part of each area: one module per area (`conformance/areas/<area>.py`).
+
+Besides its strategies (used by its properties in `conformance/test_<area>.py`), an area's module
+gives the shared checker (conformance/checker.py) these hooks:
+
+* `rules_for(schedule, kinds) -> tuple[str, ...]`: the rules a divergence in those event kinds
+  concerns (a hint for the report);
+* `free_checkable(schedule) -> bool`: whether the schedule can be checked against a FREE adapter;
+* `order_graph(schedule, outputs) -> networkx.DiGraph`: the partial order the rules allow on the
+  reference's output events (nodes carry `event`, optionally `rules` for a wrong value and
+  `run=(key, rule)` for nodes that must be contiguous; edges carry `rule`);
+* `output_keys(events) -> list`: the graph node of each output event, in order;
+* `FREE_MULTISETS: dict[str, tuple[str, ...]]`: event kinds compared as multisets of those fields
+  against a FREE adapter.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from functools import cache
+from typing import Any, Protocol
+
+from spec.area import get_area
+from spec.schedule import Event, Schedule
+
+
+class CheckerHooks(Protocol):
+    FREE_MULTISETS: dict[str, tuple[str, ...]]
+
+    def rules_for(self, schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]: ...
+
+    def free_checkable(self, schedule: Schedule) -> bool: ...
+
+    def order_graph(self, schedule: Schedule, outputs: Sequence[Event]) -> Any: ...
+
+    def output_keys(self, events: Sequence[Event]) -> list[Any]: ...
+
+
+@cache
+def hooks(area: str) -> CheckerHooks:
+    """The conformance module of an area (`conformance/areas/<area>.py`)."""
+    get_area(area)
+    return importlib.import_module(f"conformance.areas.{area}")  # type: ignore[return-value]

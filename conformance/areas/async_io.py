@@ -1,0 +1,602 @@
+"""The conformance part of the async I/O area: strategies, and the checker's hooks.
+
+Strategies draw valid schedules step by step while the reference model runs them, so every step
+is valid by construction: only admitted records complete (SCH-4), restores name taken checkpoints
+(SCH-5) and come only after a failure (SCH-7), nothing is input after end of input (SCH-6).
+`Features` says which parts of the vocabulary a property exercises; `Features.restrict` drops what
+an adapter cannot run.  Values are small, and every choice shrinks towards a short, plain schedule
+(fewer steps, records first, empty results, small numbers).
+
+The checker's hooks (conformance/areas/__init__.py): `rules_for`, and for FREE adapters
+`free_checkable`, `order_graph`, `output_keys` and `FREE_MULTISETS`.  FREE checking is defined
+only for schedules without timers and without checkpoints, crashes or restores (no timeout, no
+retry, no checkpoint/crash/restore step), without errors or null results, and in which every
+record completes once and input ends: there the outputs do not depend on when calls complete,
+only on the order in which they do.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import networkx as nx
+from hypothesis import strategies as st
+
+from conformance.strategies import batches
+from reference.async_io import AsyncIoModel
+from spec.adapter import FREE, unsupported
+from spec.area import areas
+from spec.areas.async_io import (
+    DEFAULT_CAPACITY,
+    AdvanceStep,
+    AsyncIoConfig,
+    CheckpointStep,
+    CompleteStep,
+    CrashStep,
+    EndStep,
+    ErrorStep,
+    RecordStep,
+    RestoreStep,
+    RetryConfig,
+    StatusStep,
+    WatermarkStep,
+    records,
+    retry_enabled,
+    validate_config,
+)
+from spec.schedule import Event, Schedule, ScheduleError, Step
+
+AREA = "async_io"
+
+# --------------------------------------------------------------------------
+# The checker's hooks
+# --------------------------------------------------------------------------
+
+
+def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
+    """The rules a divergence in these event kinds concerns (a hint for the report)."""
+    mode = schedule.config.mode
+    out: list[str] = []
+    table = {
+        "emit": ("AIO-12",) if mode == "ordered" else ("AIO-13", "AIO-14", "AIO-15"),
+        "watermark": ("AIO-12", "AIO-15", "AIO-16", "AIO-17") if mode == "ordered"
+        else ("AIO-13", "AIO-15", "AIO-16", "AIO-17"),
+        "status": ("AIO-51",),
+        "invoke": ("AIO-6", "AIO-7", "AIO-9"),
+        "timeout": ("AIO-26", "AIO-27", "AIO-31"),
+        "checkpoint": ("AIO-44", "AIO-45"),
+        "fail": ("AIO-20", "AIO-23", "AIO-28"),
+        "finished": ("AIO-42",),
+        "rejected": ("AIO-1", "AIO-3"),
+    }
+    for k in kinds:
+        for r in table.get(k, ()):
+            if r not in out:
+                out.append(r)
+    return tuple(out)
+
+
+def free_checkable(schedule: Schedule) -> bool:
+    """Whether FREE checking is defined for this schedule (see the module docstring)."""
+    c = schedule.config
+    if c.timeout > 0 or c.retry is not None:
+        return False
+    if any(s.op in ("checkpoint", "crash", "restore") for s in schedule.steps):
+        return False
+    if any(isinstance(s, ErrorStep) or (isinstance(s, CompleteStep) and s.result is None)
+           for s in schedule.steps):
+        return False
+    completed = Counter(s.record for s in schedule.steps if isinstance(s, CompleteStep))
+    n_records = len(records(schedule))
+    if any(completed[r] != 1 for r in range(n_records)):
+        return False
+    return any(s.op == "end" for s in schedule.steps)
+
+
+Node = tuple  # ("emit", record, k) | ("watermark", i) | ("status", i)
+
+# Compared as multisets against a FREE adapter (a checkpoint's snapshot depends on completion order).
+FREE_MULTISETS = {"invoke": ("record", "attempt"), "fail": ("record", "reason"), "timeout": ("record",),
+                  "checkpoint": ("id",), "finished": ()}
+
+
+def output_keys(events: Sequence[Event]) -> list[Node]:
+    """The node of each output: the k-th result of a record, the i-th watermark or status."""
+    counts: Counter = Counter()
+    out: list[Node] = []
+    for e in events:
+        key: tuple = ("emit", e.record) if e.event == "emit" else (e.event,)
+        out.append((*key, counts[key]))
+        counts[key] += 1
+    return out
+
+
+def _input_positions(steps: Sequence[Step]) -> dict[tuple, int]:
+    """Position in the input of ("record", r), ("watermark", i) and ("status", i)."""
+    pos: dict[tuple, int] = {}
+    counts: Counter = Counter()
+    for p, s in enumerate(steps):
+        kind = {RecordStep: "record", WatermarkStep: "watermark", StatusStep: "status"}.get(type(s))
+        if kind:
+            pos[(kind, counts[kind])] = p
+            counts[kind] += 1
+    return pos
+
+
+def _input_of(node: Node) -> tuple:
+    return ("record", node[1]) if node[0] == "emit" else node
+
+
+def order_graph(schedule: Schedule, outputs: Sequence[Event]) -> nx.DiGraph:
+    """The partial order the rules allow on `outputs` (the reference's output events).
+
+    Nodes are ("emit", record, k) for the k-th result of a record, ("watermark", i) and
+    ("status", i) for the i-th output watermark or status; each node's `event` attribute is the
+    expected event.  An edge u -> v with attribute `rule` means u must come before v.
+    """
+    g = nx.DiGraph()
+    for key, e in zip(output_keys(outputs), outputs):
+        if e.event == "emit":  # AIO-18: a record's results in one run, each with its value
+            g.add_node(key, event=e, rules=("AIO-18",), run=(e.record, "AIO-18"))
+        else:
+            g.add_node(key, event=e)
+    pos = _input_positions(schedule.steps)
+    missing = [n for n in g if _input_of(n) not in pos]
+    if missing:
+        raise ValueError(f"outputs {missing} have no input element in the schedule")
+    by_input = sorted(g.nodes, key=lambda n: (pos[_input_of(n)], n))
+
+    def edge(u: Node, v: Node, rule: str) -> None:
+        if not g.has_edge(u, v):
+            g.add_edge(u, v, rule=rule)
+
+    # AIO-18: a record's results in result order.
+    for n in by_input:
+        if n[0] == "emit" and n[2] > 0:
+            edge(("emit", n[1], n[2] - 1), n, "AIO-18")
+    queued = [n for n in by_input if n[0] != "status"]
+    if schedule.config.mode == "ordered":
+        # AIO-12: records and watermarks leave in input order.
+        for u, v in zip(queued, queued[1:]):
+            edge(u, v, "AIO-12")
+    else:
+        # AIO-13, AIO-15, AIO-17: watermarks in input order; a record neither overtakes a watermark
+        # nor is overtaken by one; inside a segment any order (AIO-14: completion order, which a
+        # FREE adapter does not control).
+        marks = [n for n in queued if n[0] == "watermark"]
+        for u, v in zip(marks, marks[1:]):
+            edge(u, v, "AIO-17")
+        for n in queued:
+            if n[0] != "emit":
+                continue
+            before = [m for m in marks if pos[m] < pos[_input_of(n)]]
+            after = [m for m in marks if pos[m] > pos[_input_of(n)]]
+            if before:
+                edge(before[-1], n, "AIO-15")
+            if after:
+                edge(n, after[0], "AIO-15")
+    # AIO-51: a status bypasses the queue: it is emitted when it is taken from the input, so after
+    # the statuses before it and before any output of a later input element.
+    statuses = [n for n in by_input if n[0] == "status"]
+    for u, v in zip(statuses, statuses[1:]):
+        edge(u, v, "AIO-51")
+    for s in statuses:
+        for n in queued:
+            if pos[_input_of(n)] > pos[s]:
+                edge(s, n, "AIO-51")
+    return g
+
+
+
+
+# --------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------
+
+SMALL = st.integers(0, 9)
+# Empty results (AIO-19) are simplest, so shrinking prefers them; half of the drawn results have values.
+RESULT = st.just(()) | st.lists(SMALL, min_size=1, max_size=3).map(tuple)
+# An intent for one step: (which valid op, which record / how much, a value, a result or null).
+Intent = tuple[int, int, int, "tuple[int, ...]"]
+INTENT = st.tuples(st.integers(0, 63), st.integers(0, 63), SMALL, RESULT)
+
+
+@dataclass(frozen=True)
+class Features:
+    """Which parts of the schedule vocabulary a strategy uses."""
+
+    modes: tuple[str, ...] = ("ordered", "unordered")
+    max_capacity: int = 5
+    watermarks: bool = True
+    statuses: bool = False
+    timeouts: bool = False  # a timeout, the timeout handler and `advance` steps
+    on_timeout: tuple[str, ...] = ("fail", "complete", "ignore")
+    retries: bool = False  # a retry strategy (needs timeouts, AIO-3)
+    checkpoints: bool = False  # checkpoint, crash and restore steps
+    errors: bool = False  # `error` steps
+    nulls: bool = False  # null results (AIO-20)
+    repeats: bool = True  # completions of calls that have already finished (AIO-21)
+    end: bool = True  # an `end` step may come
+    drain: bool = False  # close the schedule: end of input, then complete everything outstanding
+    max_steps: int = 14
+
+    def restrict(self, capabilities: Mapping[str, str | None], completion_order: str) -> Features:
+        """These features, without the ones the adapter does not support.
+
+        FREE adapters get only schedules that `checker.free_checkable` accepts.
+        """
+        ok = lambda cap: unsupported(capabilities, f"async_io.{cap}") is None  # noqa: E731
+        f = replace(self, modes=tuple(m for m in self.modes if ok(m)))
+        f = replace(f, statuses=f.statuses and ok("status"), timeouts=f.timeouts and ok("timeout"),
+                    checkpoints=f.checkpoints and ok("checkpoint"))
+        f = replace(f, retries=f.retries and f.timeouts and ok("retry"))
+        if completion_order == FREE:
+            f = replace(f, timeouts=False, retries=False, checkpoints=False, errors=False, nulls=False,
+                        repeats=False, drain=True)
+        return f
+
+
+# --------------------------------------------------------------------------
+# Configurations
+# --------------------------------------------------------------------------
+
+
+@st.composite
+def retry_configs(draw: Any) -> RetryConfig:
+    return RetryConfig(
+        strategy=draw(st.sampled_from(("fixed_delay", "exponential_backoff"))),
+        max_attempts=draw(st.integers(0, 3)),
+        delay=draw(st.integers(0, 8)),
+        initial_delay=draw(st.integers(0, 8)),
+        max_delay=draw(st.integers(0, 16)),
+        multiplier=draw(st.sampled_from((1.0, 1.5, 2.0, 3.0))),
+        if_empty=draw(st.booleans()),
+        if_error=draw(st.booleans()),
+    )
+
+
+@st.composite
+def configs(draw: Any, f: Features) -> AsyncIoConfig:
+    """A valid configuration using the features."""
+    timeout = draw(st.integers(1, 30)) if f.timeouts else 0
+    return AsyncIoConfig(
+        mode=draw(st.sampled_from(f.modes)),
+        capacity=draw(st.sampled_from(range(1, f.max_capacity + 1))),
+        timeout=timeout,
+        on_timeout=draw(st.sampled_from(f.on_timeout)) if f.timeouts else "fail",
+        timeout_result=tuple(draw(RESULT)) if f.timeouts else (),
+        retry=draw(st.none() | retry_configs()) if f.retries else None,
+    )
+
+
+@st.composite
+def any_configs(draw: Any, f: Features) -> AsyncIoConfig:
+    """A configuration that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
+    timeout).  Valid ones use a timeout or a retry strategy only when the features allow."""
+    timeout = draw(st.sampled_from((0, 10))) if f.timeouts else 0
+    retry = draw(st.none() | retry_configs())
+    if retry is not None and timeout > 0 and not f.retries:
+        retry = None
+    return AsyncIoConfig(mode=draw(st.sampled_from(f.modes)), capacity=draw(st.integers(-2, 3)),
+                         timeout=timeout, retry=retry)
+
+
+# --------------------------------------------------------------------------
+# Steps, drawn while the model runs
+# --------------------------------------------------------------------------
+
+
+class _Drawing:
+    """The state of one schedule being drawn: the model and what the steps so far used."""
+
+    def __init__(self, draw: Any, f: Features, config: AsyncIoConfig):
+        self.draw, self.f, self.config = draw, f, config
+        self.model = AsyncIoModel(config)
+        self.steps: list[Step] = []
+        self.records = 0
+        self.watermark = 0
+        self.ids = itertools.count(1)
+        self.timers = f.timeouts or retry_enabled(config)
+        self.ended = False  # an `end` step came in this incarnation (taken or still in the channel)
+
+    def apply(self, step: Step) -> None:
+        self.model.apply(len(self.steps), step)
+        self.steps.append(step)
+        if isinstance(step, RecordStep):
+            self.records += 1
+        self.ended = isinstance(step, EndStep) or (self.ended and not isinstance(step, RestoreStep))
+
+    # The ops that are valid now, simplest first (hypothesis shrinks towards the first).
+    def options(self) -> list[str]:
+        m, f = self.model, self.f
+        if not m.alive:
+            return ["restore"] if f.checkpoints else []
+        ops: list[str] = []
+        if not self.ended:
+            ops.append("record")
+        if m.outstanding():
+            ops += ["complete"] + (["error"] if f.errors else [])
+        if f.repeats and not m.finished and set(m.admitted()) - set(m.outstanding()):
+            ops.append("repeat")  # a completion of a call that has finished (AIO-21, AIO-38)
+        if not self.ended:
+            ops += (["watermark"] if f.watermarks else []) + (["status"] if f.statuses else [])
+            ops += ["end"] if f.end and not f.drain else []
+        if self.timers:
+            ops.append("advance")
+        if f.checkpoints:
+            ops += (["checkpoint"] if not self.ended else []) + ["crash"]
+        return ops
+
+    def step(self, op: str, intent: Intent) -> Step:
+        """The step for `op`, its fields taken from the intent (all zeros: the plainest step)."""
+        pick, value, result = intent[1:]
+        m = self.model
+        if op == "record":
+            return RecordStep(value, None if pick % 3 == 0 else pick % 21)
+        if op in ("complete", "repeat"):
+            # Latest admitted first: out-of-order completions are the interesting ones.
+            done = sorted(set(m.admitted()) - set(m.outstanding()))
+            pool = m.outstanding()[::-1] if op == "complete" else done
+            null = self.f.nulls and value >= 8  # AIO-20, one completion in five
+            return CompleteStep(pool[pick % len(pool)], None if null else result)
+        if op == "error":
+            pool = m.outstanding()[::-1]
+            return ErrorStep(pool[pick % len(pool)], "error")
+        if op == "watermark":
+            self.watermark += pick % 6
+            return WatermarkStep(self.watermark)
+        if op == "status":
+            return StatusStep(pick % 2 == 0)
+        if op == "advance":
+            return AdvanceStep(pick % 31)
+        if op == "checkpoint":
+            return CheckpointStep(next(self.ids))
+        if op == "restore":
+            choices = [None, *sorted(m.taken_checkpoints)]
+            capacity = None if value == 0 else 1 + value % self.f.max_capacity
+            return RestoreStep(choices[pick % len(choices)], capacity)
+        if op == "end":
+            return EndStep()
+        if op == "crash":
+            return CrashStep()
+        raise ValueError(f"unknown op {op!r}")
+
+    def drain(self) -> None:
+        """End of input, then complete the outstanding calls (in a drawn order) until finished."""
+        if not self.model.alive:
+            return
+        if not self.ended:
+            self.apply(EndStep())
+        for _ in range(10 * (self.records + 1)):
+            pending = self.model.outstanding()
+            if not pending:
+                return
+            record = self.draw(st.sampled_from(sorted(pending)))
+            self.apply(CompleteStep(record, tuple(self.draw(RESULT))))
+
+
+# How often each op is offered when it is valid (records and completions make schedules interesting).
+WEIGHTS = {"record": 10, "complete": 10, "advance": 6, "watermark": 5, "error": 2, "status": 2, "repeat": 2}
+
+
+def _op_table(f: Features, timers: bool) -> list[str]:
+    """Every op the features allow, each repeated by its weight; `record` first (the plainest)."""
+    ops = ["record", "complete", "watermark", "status", "end", "advance", "error", "repeat", "checkpoint",
+           "crash", "restore"]
+    allowed = {"watermark": f.watermarks, "status": f.statuses, "end": f.end and not f.drain,
+               "advance": timers, "error": f.errors, "repeat": f.repeats, "checkpoint": f.checkpoints,
+               "crash": f.checkpoints, "restore": f.checkpoints}
+    return [op for op in ops if allowed.get(op, True) for _ in range(WEIGHTS.get(op, 1))]
+
+
+def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
+    """Interpret a list of intents, one step each, against the model.
+
+    An intent names an op from a fixed table (an op that is not valid now makes no step) and the
+    step's fields; so deleting an intent deletes a step without changing what the others mean,
+    and shrinking an intent towards zeros makes its step plainer.  Lists of lists give about ten
+    intents on average (a flat list averages five).
+    """
+    d = _Drawing(draw, f, config)
+    table = _op_table(f, d.timers)
+    intents = [i for chunk in draw(st.lists(st.lists(INTENT, max_size=10), max_size=4)) for i in chunk]
+    for intent in intents:
+        if len(d.steps) >= f.max_steps:
+            break
+        op = table[intent[0] % len(table)]
+        if op in d.options():
+            d.apply(d.step(op, intent))
+    if f.drain:
+        d.drain()
+    return d
+
+
+@st.composite
+def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Schedule:
+    """A valid async I/O schedule using the features."""
+    if config is None:
+        config = draw(configs(f))
+    return Schedule(AREA, config, tuple(_draw_steps(draw, f, config).steps))
+
+
+@st.composite
+def default_capacity_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
+    """AIO-5: about DEFAULT_CAPACITY records with the default capacity, then some completions."""
+    config = AsyncIoConfig(mode=draw(st.sampled_from(modes)))
+    d = _Drawing(draw, Features(modes=modes, repeats=False), config)
+    for _ in range(DEFAULT_CAPACITY - 2 + draw(st.integers(0, 4))):
+        d.apply(RecordStep(draw(SMALL), None))
+    for intent in draw(st.lists(INTENT, max_size=3)):
+        d.apply(d.step("complete", intent))
+    return Schedule(AREA, config, tuple(d.steps))
+
+
+@st.composite
+def config_schedules(draw: Any, f: Features) -> Schedule:
+    """A schedule whose configuration may be invalid; valid ones get a few ordinary steps."""
+    config = draw(any_configs(f))
+    try:
+        validate_config(config)
+    except ScheduleError:  # AIO-1, AIO-3: the operator must refuse it
+        steps = tuple(RecordStep(v, None) for v in draw(st.lists(SMALL, max_size=3)))
+        return Schedule(AREA, config, steps)
+    return draw(schedules(replace(f, max_steps=4), config))
+
+
+def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:
+    return batches(schedules(f), max_size)
+
+
+
+# --------------------------------------------------------------------------
+# Malformed schedules (SCH-1..SCH-7)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A malformed schedule as JSON data, and where and why it must be refused."""
+
+    data: dict[str, Any]
+    step: int | None  # None: the configuration or the schedule as a whole
+    rule: str
+    how: str  # what was done to a valid schedule
+
+
+MALFORMED_FEATURES = Features(max_capacity=2, statuses=True, timeouts=True, on_timeout=("fail", "ignore"),
+                              checkpoints=True, errors=True, nulls=True, max_steps=12)
+_RECORD: dict[str, Any] = {"op": "record", "value": 1, "timestamp": None}
+
+
+def _fresh_incarnation(d: _Drawing, capacity: int | None = None) -> None:
+    """Valid steps that end the current incarnation and start an empty one (restore from nothing)."""
+    if d.model.alive:
+        d.apply(CrashStep())
+    d.apply(RestoreStep(None, capacity))
+
+
+def _blocked_record(d: _Drawing) -> int:
+    """Valid steps leaving a record waiting in the input channel of a fresh capacity-1 incarnation."""
+    _fresh_incarnation(d, capacity=1)
+    d.apply(RecordStep(1, None))
+    d.apply(RecordStep(2, None))
+    return d.records - 1
+
+
+# Each defect: valid steps appended to the drawn schedule (through the model), then one bad step.
+# Returns (bad step, rule, description); the bad step's index is len(d.steps).
+def _not_admitted(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    if d.records and draw(st.booleans()):
+        _fresh_incarnation(d)  # no record of an earlier incarnation is admitted in this one
+        r = draw(st.integers(0, d.records - 1))
+        return {"op": "complete", "record": r, "result": []}, "SCH-4", "a completion of a record not restored"
+    return ({"op": "complete", "record": _blocked_record(d), "result": []}, "SCH-4",
+            "a completion of a record still waiting in the input channel")
+
+
+def _untaken_restore(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    _blocked_record(d)
+    checkpoint = next(d.ids)
+    d.apply(CheckpointStep(checkpoint))  # behind the blocked record: never taken
+    d.apply(CrashStep())
+    return ({"op": "restore", "checkpoint": checkpoint}, "SCH-5",
+            "a restore of a checkpoint whose barrier was never taken")
+
+
+def _duplicate_checkpoint(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    _fresh_incarnation(d)
+    checkpoint = next(d.ids)
+    d.apply(CheckpointStep(checkpoint))
+    return {"op": "checkpoint", "id": checkpoint}, "SCH-5", "a checkpoint id used twice"
+
+
+def _never_taken(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    if d.model.alive:
+        d.apply(CrashStep())
+    return {"op": "restore", "checkpoint": 999}, "SCH-5", "a restore of a checkpoint id never used"
+
+
+def _after_end(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    if not d.ended:
+        if not d.model.alive:
+            d.apply(RestoreStep(None, None))
+        d.apply(EndStep())
+    return dict(_RECORD), "SCH-6", "a record after end of input"
+
+
+def _after_crash(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    _fresh_incarnation(d)
+    d.apply(CrashStep())
+    return {"op": "advance", "ms": 1}, "SCH-7", "a step other than restore after a crash"
+
+
+def _after_failure(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    _fresh_incarnation(d)
+    d.apply(RecordStep(1, None))
+    d.apply(CompleteStep(d.records - 1, None))  # AIO-20: a null result fails the task (no retry here)
+    assert not d.model.alive, "a null result without retry must fail the task"
+    return dict(_RECORD), "SCH-7", "a record after a task failure"
+
+
+def _restore_alive(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    if not d.model.alive:
+        d.apply(RestoreStep(None, None))
+    return {"op": "restore", "checkpoint": None}, "SCH-7", "a restore while the task is alive"
+
+
+APPENDED = (_not_admitted, _untaken_restore, _duplicate_checkpoint, _never_taken, _after_end, _after_crash,
+            _after_failure, _restore_alive)
+
+
+def _foreign_step() -> dict[str, Any]:
+    """A step of another area if there is one (its first step type with its JSON fields), else an
+    op that no area has."""
+    for name, area in sorted(areas().items()):
+        for cls in area.steps:
+            if name != AREA and cls.op not in areas()[AREA].step_types:
+                return {"op": cls.op}
+    return {"op": "no_such_op"}
+
+
+def _inserted(steps: list[dict[str, Any]], draw: Any) -> Malformed | None:
+    """A step that no model state makes valid (SCH-1, SCH-2, SCH-3), inserted at a drawn position."""
+    p = draw(st.integers(0, len(steps)))
+    if p and steps[p - 1]["op"] == "crash":
+        return None  # SCH-7 would be checked first
+    records = sum(s["op"] == "record" for s in steps[:p])
+    step, rule, how = draw(st.sampled_from([
+        (_foreign_step(), "SCH-1", "a step of no kind of this area"),
+        ({"op": "advance", "ms": -5}, "SCH-2", "a negative advance"),
+        ({"op": "record", "value": "seven", "timestamp": None}, "SCH-2", "a string value"),
+        ({"op": "watermark", "timestamp": 1, "colour": "red"}, "SCH-2", "an unknown field"),
+        ({"op": "complete", "record": records + draw(st.integers(0, 2)), "result": []}, "SCH-3",
+         "a completion of a record that has not arrived"),
+    ]))
+    return Malformed({"steps": steps[:p] + [step] + steps[p:]}, p, rule, f"{how}, inserted at step {p}")
+
+
+@st.composite
+def malformed_schedules(draw: Any) -> Malformed:
+    """A valid schedule with one defect that a named SCH rule refuses at a known step."""
+    f = MALFORMED_FEATURES
+    config = draw(configs(f))
+    d = _draw_steps(draw, f, config)
+    base = Schedule(AREA, config, tuple(d.steps)).to_dict()
+    kind = draw(st.sampled_from(("inserted", "appended", "area", "config")))
+    if kind == "area":
+        return Malformed({**base, "area": "no_such_area"}, None, "SCH-1", "an unknown area")
+    if kind == "config":
+        return Malformed({**base, "config": {**base["config"], "colour": 1}}, None, "SCH-2",
+                         "an unknown config field")
+    if kind == "inserted":
+        case = _inserted(base["steps"], draw)
+        if case is not None:
+            return replace(case, data={**base, **case.data})
+    step, rule, how = draw(st.sampled_from(APPENDED))(d, draw)
+    n = len(d.steps)
+    steps = Schedule(AREA, config, tuple(d.steps)).to_dict()["steps"] + [step]
+    return Malformed({**base, "steps": steps}, n, rule, f"{how}, at step {n}")

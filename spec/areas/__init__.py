@@ -1,0 +1,1 @@
+"""One module per area, each defining `AREA` (spec/area.py); found by discovery."""
