@@ -3,9 +3,17 @@
 Options:
   --adapter NAME                  the adapter under test: a built-in name (conformance/registry.py)
                                   or module:factory; default $CONFORMANCE_ADAPTER or "reference"
+  --areas A,B                     run only these areas (default: every area)
+  --conformance-report PATH       write the per-rule verdicts as JSON (conformance/verdicts.py)
+  --expected-failures PATH        a JSON object rule ID -> reason (default: the adapter's own
+                                  `expected_failures`, a mapping or a path)
+  --strict                        pytest's own strict mode; here it also fails the run on failing
+                                  SHOULD and MAY rules, expected failures and stale ones
   --conformance-deadline SECONDS  how long one run_batch may take before the adapter is reported as
                                   hung; default $CONFORMANCE_DEADLINE or 900
   --hypothesis-profile NAME       "default" or "thorough" (also $CONFORMANCE_PROFILE)
+
+At the end of a run, a table gives every rule of the areas run its verdict (conformance/verdicts.py).
 
 Markers:
   @pytest.mark.rule("XY-12", ...)    the spec rules a property checks (an unknown ID is a collection error)
@@ -20,7 +28,9 @@ Fixture `conformance` (session scope): the adapter under test and `check(batch)`
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import sys
 import threading
 from collections import Counter
@@ -30,8 +40,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from conformance.checker import compare, format_report
-from conformance.registry import BUILTIN, budget_hints, load_adapter
+from conformance import verdicts as V
+from conformance.checker import compare, format_report, reproducer
+from conformance.registry import BUILTIN, adapter_attribute, budget_hints, load_adapter
 from reference import expected_trace
 from spec.adapter import DEFAULT_BATCH_SIZE, FREE, SCRIPTED, Adapter, AdapterError, unsupported
 from spec.area import areas
@@ -55,7 +66,14 @@ UNSUPPORTED = "UNSUPPORTED"
 
 
 class ConformanceFailure(AssertionError):
-    """An adapter's trace differs from the reference trace; the message is the full report."""
+    """An adapter's trace differs from the reference trace; the message is the full report.
+
+    `rules`: the rules the divergence concerns (the report names them); `reproducer`: one line."""
+
+    def __init__(self, message: str, rules: Sequence[str] = (), reproducer: str | None = None):
+        super().__init__(message)
+        self.rules = list(rules)
+        self.reproducer = reproducer
 
 
 class AdapterHang(AdapterError):
@@ -160,7 +178,8 @@ class Conformance:
             if mismatch is not None:
                 raise ConformanceFailure(format_report(
                     schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
-                    expected=want, observed=got, property_rules=self.property_rules()))
+                    expected=want, observed=got, property_rules=self.property_rules()),
+                    mismatch.rules or self.property_rules(), reproducer(schedule, self.spec))
 
     def count(self, n: int) -> None:
         """Count schedules a property checked without the adapter (reference-level properties)."""
@@ -183,18 +202,41 @@ class _State:
         self.unsupported: list[tuple[str, str]] = []  # (nodeid, message)
         self.schedules: dict[str, int] = {}  # nodeid -> schedules run
         self.rules: dict[str, list[str]] = {}  # nodeid -> rule IDs
+        self.results: dict[str, V.ItemResult] = {}  # nodeid -> what it showed (verdicts.py)
         self.batch_size = DEFAULT_BATCH_SIZE  # the adapter's budget hint, read before it is built
+        self.areas: list[str] = []
+        self.strict = False
+        self.expected_failures: dict[str, str] = {}
+        self.report_path: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Collect counts and UNSUPPORTED properties from reports (works under xdist too)."""
+        """Collect counts, UNSUPPORTED properties and each property's result from reports (works
+        under xdist too: everything comes from the report's user_properties)."""
         props: dict[str, Any] = dict(report.user_properties)
+        if "conformance_rules" not in props:
+            return
+        rules = list(props["conformance_rules"])
         if "conformance_schedules" in props and report.when == "call":
             self.schedules[report.nodeid] = int(props["conformance_schedules"])
-            self.rules[report.nodeid] = list(props["conformance_rules"])
+            self.rules[report.nodeid] = rules
+        result = None
         if report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2])
             if UNSUPPORTED in message:
-                self.unsupported.append((report.nodeid, message.split(f"{UNSUPPORTED} ", 1)[-1]))
+                reason = message.split(f"{UNSUPPORTED} ", 1)[-1]
+                self.unsupported.append((report.nodeid, reason))
+                result = V.ItemResult(report.nodeid, rules, V.UNSUPPORTED, reason=reason)
+        elif report.when == "call" or report.failed:
+            failure = props.get("conformance_failure") or {}
+            outcome = V.FAILED if report.failed else V.XFAIL if failure else V.PASSED
+            result = V.ItemResult(report.nodeid, rules, outcome, int(props.get("conformance_schedules", 0)),
+                                  list(failure.get("blamed", rules if report.failed else [])),
+                                  failure.get("reproducer"))
+        if result is not None and (result.outcome != V.PASSED or report.nodeid not in self.results):
+            self.results[report.nodeid] = result
+
+    def verdicts(self) -> list[V.Verdict]:
+        return V.verdicts(load_rules(), self.results.values(), self.areas, self.expected_failures)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -204,9 +246,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: $CONFORMANCE_ADAPTER or reference)")
     group.addoption("--areas", default=None, metavar="A,B",
                     help=f"run only these areas ({', '.join(areas())}; default: all)")
+    group.addoption("--conformance-report", default=None, metavar="PATH",
+                    help="write the per-rule verdicts as JSON to PATH (README, 'The report')")
+    group.addoption("--expected-failures", default=None, metavar="PATH",
+                    help="a JSON object rule ID -> reason: rules expected to fail "
+                         "(default: the adapter's own `expected_failures`)")
     group.addoption("--conformance-deadline", type=float, default=None, metavar="SECONDS",
                     help="report the adapter as hung when one run_batch takes longer "
                          "(default: $CONFORMANCE_DEADLINE or 900)")
+
+
+def item_rules(item: pytest.Item) -> list[str]:
+    return [r for m in item.iter_markers("rule") for r in m.args]
 
 
 def item_areas(item: pytest.Item) -> list[str]:
@@ -223,7 +274,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_KEY] = _State(spec, deadline)
     config.pluginmanager.register(config.stash[_KEY], "conformance-state")
     batch_size, examples = budget_hints(spec)
-    config.stash[_KEY].batch_size = batch_size
+    state = config.stash[_KEY]
+    state.batch_size = batch_size
+    state.areas = selected_areas(config)
+    state.strict = strict_mode(config)
+    state.report_path = config.getoption("conformance_report")
+    try:
+        source = config.getoption("expected_failures") or adapter_attribute(spec, "expected_failures")
+        state.expected_failures = V.load_expected_failures(source, load_rules())
+    except V.ExpectedFailuresError as e:
+        raise pytest.UsageError(f"expected failures: {e}") from None
     if config.getoption("hypothesis_profile", None) is None:
         profile = os.environ.get("CONFORMANCE_PROFILE", "default")
         if profile not in PROFILES:
@@ -253,6 +313,15 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
         if not all(m.args for m in marks):
             raise collector.CollectError(f"{name}: @pytest.mark.rule needs at least one rule ID")
     return result
+
+
+def strict_mode(config: pytest.Config) -> bool:
+    """pytest's own `--strict` (or the `strict` ini option) also makes conformance strict: failing
+    SHOULD and MAY rules, expected failures and stale ones fail the run."""
+    try:
+        return bool(config.getoption("strict", False) or config.getini("strict"))
+    except (ValueError, KeyError):
+        return bool(config.getoption("strict", False))
 
 
 def selected_areas(config: pytest.Config) -> list[str]:
@@ -310,6 +379,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if state.conformance is None or "conformance" not in getattr(item, "fixturenames", ()):
         return
     state.conformance.item = item
+    item.user_properties.append(("conformance_rules", item_rules(item)))
     needs = [*item_areas(item), *(c for m in item.iter_markers("needs") for c in m.args)]
     missing = state.conformance.missing(needs)
     if missing:
@@ -326,8 +396,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     finally:
         if state.conformance is not None and "conformance" in getattr(item, "fixturenames", ()):
             item.user_properties.append(("conformance_schedules", state.conformance.counts[item.nodeid]))
-            item.user_properties.append(("conformance_rules", [r for m in item.iter_markers("rule")
-                                                               for r in m.args]))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -339,6 +407,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # The report shows the shrunk schedule; of hypothesis' notes keep only how to replay it.
         notes = [n for n in getattr(exc, "__notes__", []) if "reproduce_failure" in n or "@seed" in n]
         report.longrepr = "\n".join([str(exc), *notes])
+    state = item.config.stash[_KEY]
+    if report.failed and call.when == "call" and state.conformance is not None \
+            and "conformance" in getattr(item, "fixturenames", ()):
+        # Which rules failed, and whether the level or the adapter's expected failures excuse it.
+        failure = exc if isinstance(exc, ConformanceFailure) else ConformanceFailure("")
+        blamed = failure.rules or item_rules(item)
+        line = failure.reproducer or f"pytest {shlex.quote(item.nodeid)} --adapter {shlex.quote(state.spec)}"
+        report.user_properties.append(("conformance_failure", {"blamed": blamed, "reproducer": line}))
+        why = V.excused(blamed, load_rules(), state.expected_failures, state.strict)
+        if why is not None:
+            report.outcome = "skipped"
+            report.wasxfail = why
     return report
 
 
@@ -368,12 +448,28 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")
         for nodeid, message in state.unsupported:
             tr.write_line(f"{UNSUPPORTED} {nodeid}: {message}")
+    if state.results:
+        tr.section(f"conformance: verdicts per rule (adapter {state.spec}; areas {', '.join(state.areas)}"
+                   f"{'; strict' if state.strict else ''})")
+        for line in V.table(state.verdicts()):
+            tr.write_line(line)
+        if state.report_path:
+            tr.write_line(f"report written to {state.report_path}")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(_KEY, None)
-    if state is not None and state.conformance is not None:
+    if state is None:
+        return
+    if state.conformance is not None:
         state.conformance.adapter.close()
+    if state.results and not hasattr(session.config, "workerinput"):  # the xdist controller, or no xdist
+        verdicts = state.verdicts()
+        if state.report_path:
+            with open(state.report_path, "w", encoding="utf-8") as fh:
+                json.dump(V.report_json(state.spec, state.areas, verdicts), fh, indent=2)
+        if V.run_fails(verdicts, state.strict) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --strict: a stale expected failure
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

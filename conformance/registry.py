@@ -6,6 +6,8 @@ Imports are lazy, so that choosing the reference adapter never imports pyspark.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 from spec.adapter import DEFAULT_BATCH_SIZE, Adapter, AdapterError
@@ -60,6 +62,22 @@ def load_adapter(spec: str) -> Adapter:
     if missing:
         raise AdapterError(f"{spec!r} did not build an adapter: it lacks {', '.join(missing)}")
     return adapter  # type: ignore[no-any-return]
+
+
+def adapter_attribute(spec: str, name: str) -> Any:
+    """An attribute the adapter's factory declares (read before the adapter is built), or None.
+
+    A path attribute (such as `expected_failures`) relative to the factory's module is resolved."""
+    try:
+        factory = _factory(resolve(spec))
+    except Exception:
+        return None
+    value = getattr(factory, name, None)
+    if isinstance(value, str) and not os.path.isabs(value):
+        module = sys.modules.get(getattr(factory, "__module__", ""), None)
+        base = os.path.dirname(getattr(module, "__file__", "") or ".")
+        value = os.path.join(base, value)
+    return value
 
 
 def budget_hints(spec: str) -> tuple[int, int | None]:

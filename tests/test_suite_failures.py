@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -148,3 +149,77 @@ def test_unknown_rule_id_in_a_marker_is_a_collection_error(pytester: pytest.Pyte
     out = result.stdout.str()
     assert result.ret == 2, out  # interrupted by a collection error
     assert "unknown rule ID(s) AIO-999" in out and "ERROR collecting" in out
+
+
+# --------------------------------------------------------------------------
+# Per-rule verdicts, the JSON report, expected failures, --strict, --areas, opt-in capabilities
+# --------------------------------------------------------------------------
+
+
+def verdict_lines(out: str) -> dict[str, str]:
+    """rule ID -> its line of the verdict table."""
+    return {m[1]: m[0] for m in re.finditer(r"^([A-Z]+-\d+) .*$", out, re.M)}
+
+
+def test_verdict_table_and_json_report_name_the_failed_rules(run_suite, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    report = tmp_path / "report.json"
+    result = run_suite("--adapter", "tests.wrong_adapters:CapacityOffByOne", "-k", "capacity_and_admission",
+                       "--conformance-report", str(report))
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    lines = verdict_lines(out)
+    for rule in ("AIO-6", "AIO-7", "AIO-9"):
+        assert re.search(r"MUST\s+failed\s+reproduce: python -m conformance check", lines[rule]), out
+    assert "inconclusive" in lines["AIO-8"]  # its only property failed on AIO-6, AIO-7, AIO-9 first
+    assert "untested" in lines["AIO-10"] and "not run" in lines["AIO-12"]  # deselected by -k
+    data = json.loads(report.read_text())
+    assert data["adapter"] == "tests.wrong_adapters:CapacityOffByOne" and data["areas"] == ["async_io"]
+    rules = {r["id"]: r for r in data["rules"]}
+    assert set(rules["AIO-6"]) == {"id", "area", "level", "verdict", "schedules", "reason", "reproducer"}
+    assert rules["AIO-6"]["verdict"] == "failed" and rules["AIO-6"]["area"] == "async_io"
+    assert rules["AIO-6"]["reproducer"].startswith("python -m conformance check")
+    assert rules["SCH-1"]["area"] == "schedules" and rules["AIO-10"]["verdict"] == "untested"
+
+
+def test_expected_failures_pass_the_run_and_fail_it_with_strict(run_suite) -> None:  # type: ignore[no-untyped-def]
+    args = ("--adapter", "tests.wrong_adapters:KnownCapacityBug", "-k", "capacity_and_admission")
+    result = run_suite(*args)
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "1 xfailed" in out
+    assert re.search(r"expected failure\s+admits one element too many", verdict_lines(out)["AIO-6"]), out
+    strict = run_suite(*args, "--strict")
+    assert strict.ret == 1, strict.stdout.str()
+
+
+def test_stale_expected_failure_is_reported_and_fails_only_with_strict(run_suite) -> None:  # type: ignore[no-untyped-def]
+    args = ("--adapter", "tests.wrong_adapters:StaleExpectedFailure", "-k", "test_ordered_mode")
+    result = run_suite(*args)
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert re.search(r"stale\s+listed as an expected failure", verdict_lines(out)["AIO-12"]), out
+    assert run_suite(*args, "--strict").ret == 1
+
+
+def test_expected_failures_file_naming_an_unknown_rule_is_a_usage_error(run_suite, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "xfail.json"
+    bad.write_text('{"AIO-999": "no such rule"}')
+    result = run_suite("--expected-failures", str(bad))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "'AIO-999' is not a rule of spec/" in result.stderr.str()
+
+
+def test_areas_option_selects_and_refuses_unknown_areas(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--areas", "no_such_area")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--areas: unknown area(s) no_such_area; known: async_io" in result.stderr.str()
+    assert run_suite("--areas", "async_io", "-k", "test_ordered_mode").ret == 0
+
+
+def test_capabilities_not_declared_are_unsupported(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.wrong_adapters:DeclaresLittle", "-k", "ordered or statuses")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert re.search(r"UNSUPPORTED .*test_unordered_mode.*async_io.unordered: not declared", out), out
+    lines = verdict_lines(out)
+    assert "passed" in lines["AIO-12"] and re.search(r"unsupported\s+.*not declared", lines["AIO-51"]), out

@@ -115,3 +115,23 @@ def broken() -> object:
 
 def not_an_adapter() -> object:
     return object()
+
+
+class KnownCapacityBug(CapacityOffByOne):
+    """CapacityOffByOne that ships its failures as expected (spec/adapter.py: expected_failures)."""
+
+    expected_failures = {"AIO-6": "admits one element too many", "AIO-7": "admits one element too many",
+                         "AIO-9": "admits one element too many"}
+
+
+class StaleExpectedFailure(ReferenceWrapper):
+    """Conforms, but lists AIO-12 as an expected failure: the listing is stale."""
+
+    expected_failures = {"AIO-12": "ordered mode was broken once"}
+
+
+class DeclaresLittle(ReferenceWrapper):
+    """Declares the async I/O area and ordered mode only: every other capability is not declared."""
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        return {"async_io": None, "async_io.ordered": None}

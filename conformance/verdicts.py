@@ -1,0 +1,192 @@
+"""Per-rule verdicts: what a conformance run showed, rule by rule.  Names no area.
+
+Every property and every spec example names the rules it checks (`@pytest.mark.rule`).  After a
+run, each rule of the areas run (and of the schedule vocabulary) gets one verdict:
+
+* `passed`: a property naming it passed, with how many schedules those properties ran;
+* `failed`: a property failed on it (the failure report names it), with a one-line reproducer;
+* `expected failure`: it failed and the adapter lists it as an expected failure, with the reason;
+* `stale`: the adapter lists it as an expected failure, but it passed;
+* `unsupported`: every property naming it needs a capability the adapter lacks (the reason);
+* `untested`: the spec marks it Untested and no property names it (the spec's reason);
+* `inconclusive`: the properties naming it failed on other rules before showing anything of it;
+* `not run`: no property naming it ran (deselected, or the run stopped early).
+
+Levels matter: a failing SHOULD or MAY rule, or an expected failure, fails the run only with
+`--strict` (and a stale expected failure too).  The same verdicts are written as JSON by
+`--conformance-report PATH` (`report_json`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spec.area import area_of_rule
+from spec.rules import Rule
+
+PASSED, FAILED, XFAIL, STALE = "passed", "failed", "expected failure", "stale"
+UNSUPPORTED, UNTESTED, INCONCLUSIVE, NOT_RUN = "unsupported", "untested", "inconclusive", "not run"
+VOCABULARY = "schedules"  # the `area` of the rules of spec/schedules.md
+
+
+@dataclass
+class ItemResult:
+    """What one property (or one case of a parametrized one) showed."""
+
+    nodeid: str
+    rules: list[str]
+    outcome: str  # PASSED, FAILED, UNSUPPORTED or XFAIL (a failure the level or the adapter excuses)
+    schedules: int = 0
+    blamed: list[str] = field(default_factory=list)  # a failure: the rules its report names
+    reproducer: str | None = None
+    reason: str | None = None  # unsupported: the adapter's reason
+
+
+@dataclass
+class Verdict:
+    id: str
+    area: str
+    level: str
+    verdict: str
+    schedules: int = 0
+    reason: str | None = None
+    reproducer: str | None = None
+
+
+def rule_area(rule_id: str) -> str:
+    return area_of_rule(rule_id) or VOCABULARY
+
+
+def _number(rule_id: str) -> tuple[str, int]:
+    prefix, _, n = rule_id.rpartition("-")
+    return prefix, int(n) if n.isdigit() else 0
+
+
+def verdicts(rules: Mapping[str, Rule], results: Iterable[ItemResult], areas: Sequence[str],
+             expected_failures: Mapping[str, str]) -> list[Verdict]:
+    """One verdict per rule of `areas` and of the vocabulary, in area and rule order."""
+    by_rule: dict[str, list[ItemResult]] = {}
+    for result in results:
+        for rule_id in result.rules:
+            by_rule.setdefault(rule_id, []).append(result)
+    chosen = [r for r in rules.values() if rule_area(r.id) in (*areas, VOCABULARY)]
+    chosen.sort(key=lambda r: (r.file != "schedules.md", r.file, _number(r.id)))
+    out = []
+    for rule in chosen:
+        items = by_rule.get(rule.id, [])
+        v = Verdict(rule.id, rule_area(rule.id), rule.level, NOT_RUN)
+        failed = [i for i in items if i.outcome in (FAILED, XFAIL) and rule.id in i.blamed]
+        passed = [i for i in items if i.outcome == PASSED]
+        unsupported = [i for i in items if i.outcome == UNSUPPORTED]
+        if failed:
+            v.verdict, v.reproducer = FAILED, failed[0].reproducer
+            v.reason = f"{len(failed)} of {len(items)} properties naming it failed on it"
+        elif passed:
+            v.verdict, v.schedules = PASSED, sum(i.schedules for i in passed)
+        elif items and len(unsupported) == len(items):
+            v.verdict, v.reason = UNSUPPORTED, unsupported[0].reason
+        elif items and all(i.outcome in (FAILED, XFAIL, UNSUPPORTED) for i in items):
+            others = sorted({b for i in items for b in i.blamed})
+            v.verdict, v.reason = INCONCLUSIVE, f"its properties failed on {', '.join(others)} first"
+        elif not items and rule.untested:
+            v.verdict, v.reason = UNTESTED, rule.untested
+        if rule.id in expected_failures:
+            if v.verdict == FAILED:
+                v.verdict, v.reason = XFAIL, expected_failures[rule.id]
+            elif v.verdict == PASSED:
+                v.verdict = STALE
+                v.reason = f"listed as an expected failure ({expected_failures[rule.id]}), but it passed"
+        out.append(v)
+    return out
+
+
+def excused(blamed: Sequence[str], rules: Mapping[str, Rule], expected_failures: Mapping[str, str],
+            strict: bool) -> str | None:
+    """Why a failure on these rules does not fail the run, or None if it does.
+
+    Without --strict, a failure whose rules are all SHOULD or MAY rules, or expected failures of
+    the adapter, is reported but excused; with --strict, nothing is.
+    """
+    if strict or not blamed:
+        return None
+    reasons = []
+    for r in blamed:
+        if r in expected_failures:
+            reasons.append(f"{r} is an expected failure: {expected_failures[r]}")
+        elif r in rules and rules[r].level != "MUST":
+            reasons.append(f"{r} is a {rules[r].level} rule")
+        else:
+            return None
+    return "; ".join(reasons) + " (fails the run only with --strict)"
+
+
+def run_fails(vs: Iterable[Verdict], strict: bool) -> list[Verdict]:
+    """The verdicts that fail the run: failed MUST rules, and with --strict every failed, expected
+    failure or stale rule."""
+    bad = []
+    for v in vs:
+        if v.verdict == FAILED and (strict or v.level == "MUST"):
+            bad.append(v)
+        elif strict and v.verdict in (XFAIL, STALE):
+            bad.append(v)
+    return bad
+
+
+def table(vs: Sequence[Verdict], width: int = 90) -> list[str]:
+    """The terminal table: rule, level, verdict, detail (a reason cut to `width`)."""
+    lines = [f"{'rule':<9} {'level':<6} {'verdict':<16} detail"]
+    for v in vs:
+        if v.verdict == PASSED:
+            detail = f"{v.schedules} schedules"
+        elif v.verdict == FAILED:
+            detail = f"reproduce: {v.reproducer}" if v.reproducer else (v.reason or "")
+        else:
+            detail = v.reason or ""
+            detail = detail if len(detail) <= width else detail[:width - 1] + "…"  # the JSON has it all
+        lines.append(f"{v.id:<9} {v.level:<6} {v.verdict:<16} {detail}".rstrip())
+    counts: dict[str, int] = {}
+    for v in vs:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    lines.append(", ".join(f"{n} {k}" for k, n in counts.items()))
+    return lines
+
+
+def report_json(adapter: str, areas: Sequence[str], vs: Sequence[Verdict]) -> dict[str, Any]:
+    """The JSON report (README, "The report"): {"adapter", "areas", "rules": [...]}."""
+    return {"adapter": adapter, "areas": list(areas), "rules": [asdict(v) for v in vs]}
+
+
+_RULE_ID = re.compile(r"^[A-Z]+-\d+$")
+
+
+class ExpectedFailuresError(ValueError):
+    pass
+
+
+def load_expected_failures(source: Any, rules: Mapping[str, Rule]) -> dict[str, str]:
+    """An adapter's expected failures: a mapping rule ID -> reason, or the path of a JSON file
+    holding one.  Unknown rule IDs and empty reasons are errors (named)."""
+    if source is None:
+        return {}
+    where = "the adapter's expected_failures"
+    if isinstance(source, (str, Path)):
+        where = str(source)
+        try:
+            source = json.loads(Path(source).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ExpectedFailuresError(f"{where}: not a JSON object rule ID -> reason: {e}") from None
+    if not isinstance(source, Mapping):
+        raise ExpectedFailuresError(f"{where}: must map rule IDs to reasons")
+    out = {}
+    for rule, reason in source.items():
+        if not (isinstance(rule, str) and _RULE_ID.match(rule) and rule in rules):
+            raise ExpectedFailuresError(f"{where}: {rule!r} is not a rule of spec/")
+        if not (isinstance(reason, str) and reason.strip()):
+            raise ExpectedFailuresError(f"{where}: {rule} needs a reason")
+        out[rule] = reason.strip()
+    return out

@@ -1,0 +1,86 @@
+"""Per-rule verdicts (conformance/verdicts.py) from hand-made property results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance import verdicts as V
+from spec.rules import Rule
+
+RULES = {r.id: r for r in (
+    Rule("SCH-1", "t", "MUST", "x", "schedules.md"),
+    Rule("AIO-1", "t", "MUST", "x", "async-io.md"),
+    Rule("AIO-2", "t", "MUST", "x", "async-io.md"),
+    Rule("AIO-3", "t", "SHOULD", "x", "async-io.md"),
+    Rule("AIO-4", "t", "MUST", "x", "async-io.md", untested="no step for it"),
+    Rule("AIO-5", "t", "MAY", "x", "async-io.md"),
+    Rule("AIO-6", "t", "MUST", "x", "async-io.md"),
+)}
+
+
+def by_id(results: list[V.ItemResult], expected: dict[str, str] | None = None) -> dict[str, V.Verdict]:
+    return {v.id: v for v in V.verdicts(RULES, results, ["async_io"], expected or {})}
+
+
+def test_each_verdict() -> None:
+    results = [
+        V.ItemResult("p1", ["SCH-1", "AIO-1", "AIO-2"], V.PASSED, schedules=40),
+        V.ItemResult("p2", ["AIO-1", "AIO-3"], V.FAILED, 3, blamed=["AIO-3"], reproducer="python -m x"),
+        V.ItemResult("p3", ["AIO-2"], V.PASSED, schedules=2),
+        V.ItemResult("p4", ["AIO-5"], V.UNSUPPORTED, reason="async_io.status: not declared"),
+    ]
+    v = by_id(results)
+    assert (v["SCH-1"].verdict, v["SCH-1"].area, v["SCH-1"].schedules) == (V.PASSED, "schedules", 40)
+    assert (v["AIO-1"].verdict, v["AIO-1"].schedules) == (V.PASSED, 40)  # p2 failed on AIO-3, not AIO-1
+    assert v["AIO-2"].schedules == 42
+    assert (v["AIO-3"].verdict, v["AIO-3"].reproducer) == (V.FAILED, "python -m x")
+    assert (v["AIO-4"].verdict, v["AIO-4"].reason) == (V.UNTESTED, "no step for it")
+    assert (v["AIO-5"].verdict, v["AIO-5"].reason) == (V.UNSUPPORTED, "async_io.status: not declared")
+    assert v["AIO-6"].verdict == V.NOT_RUN
+    assert list(v) == ["SCH-1", "AIO-1", "AIO-2", "AIO-3", "AIO-4", "AIO-5", "AIO-6"]
+
+
+def test_inconclusive_expected_and_stale() -> None:
+    results = [V.ItemResult("p", ["AIO-1", "AIO-2"], V.XFAIL, blamed=["AIO-1"], reproducer="r"),
+               V.ItemResult("q", ["AIO-6"], V.PASSED, schedules=5)]
+    v = by_id(results, {"AIO-1": "known bug", "AIO-6": "was broken"})
+    assert (v["AIO-1"].verdict, v["AIO-1"].reason) == (V.XFAIL, "known bug")
+    assert v["AIO-2"].verdict == V.INCONCLUSIVE and "AIO-1" in (v["AIO-2"].reason or "")
+    assert v["AIO-6"].verdict == V.STALE
+
+
+def test_levels_and_strict() -> None:
+    assert V.excused(["AIO-3"], RULES, {}, strict=False) is not None  # SHOULD
+    assert V.excused(["AIO-5", "AIO-3"], RULES, {}, strict=False) is not None  # MAY and SHOULD
+    assert V.excused(["AIO-3", "AIO-1"], RULES, {}, strict=False) is None  # a MUST rule among them
+    assert V.excused(["AIO-1"], RULES, {"AIO-1": "known"}, strict=False) is not None
+    assert V.excused(["AIO-3"], RULES, {}, strict=True) is None
+    vs = [V.Verdict("AIO-3", "async_io", "SHOULD", V.FAILED), V.Verdict("AIO-6", "async_io", "MUST", V.STALE)]
+    assert V.run_fails(vs, strict=False) == []
+    assert [v.id for v in V.run_fails(vs, strict=True)] == ["AIO-3", "AIO-6"]
+    assert V.run_fails([V.Verdict("AIO-1", "async_io", "MUST", V.FAILED)], strict=False)
+
+
+def test_report_json_and_table() -> None:
+    vs = V.verdicts(RULES, [V.ItemResult("p", ["AIO-1"], V.PASSED, schedules=7)], ["async_io"], {})
+    data = json.loads(json.dumps(V.report_json("my-engine", ["async_io"], vs)))
+    assert data["adapter"] == "my-engine" and data["areas"] == ["async_io"]
+    assert data["rules"][1] == {"id": "AIO-1", "area": "async_io", "level": "MUST", "verdict": "passed",
+                                "schedules": 7, "reason": None, "reproducer": None}
+    lines = V.table(vs)
+    assert lines[2].split() == ["AIO-1", "MUST", "passed", "7", "schedules"]
+    assert lines[-1] == "5 not run, 1 passed, 1 untested"
+
+
+def test_expected_failures_are_validated(tmp_path: Path) -> None:
+    assert V.load_expected_failures({"AIO-1": " known "}, RULES) == {"AIO-1": "known"}
+    f = tmp_path / "x.json"
+    f.write_text('{"AIO-6": "a reason"}')
+    assert V.load_expected_failures(str(f), RULES) == {"AIO-6": "a reason"}
+    for bad, message in (({"AIO-99": "r"}, "not a rule"), ({"AIO-1": ""}, "needs a reason"),
+                         (["AIO-1"], "must map"), (str(tmp_path / "missing.json"), "not a JSON object")):
+        with pytest.raises(V.ExpectedFailuresError, match=message):
+            V.load_expected_failures(bad, RULES)
