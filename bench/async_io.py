@@ -34,7 +34,7 @@ from adapters.pyspark.session import get_spark  # noqa: E402
 
 
 def _measure(out: Any) -> tuple[float, float]:
-    """Collect `out` (columns part, t: each call's start and end instants).
+    """Collect `out` (column t: the start and end instants of each call, two rows per record).
 
     Returns (records/s per partition, median over partitions; wall seconds of the job).
     """
