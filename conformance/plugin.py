@@ -30,15 +30,19 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shlex
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis import seed as hypothesis_seed
 
 from conformance import verdicts as V
 from conformance.checker import compare, format_report, reproducer
@@ -80,6 +84,73 @@ class AdapterHang(AdapterError):
     pass
 
 
+@dataclass
+class _Job:
+    """One run_batch in a worker thread."""
+
+    schedules: list[Schedule]
+    started: float
+    worker: threading.Thread | None = None
+    box: dict[str, Any] = field(default_factory=dict)
+
+
+class _Gathering:
+    """The batches of one property's generation, run by the adapter in jobs of at most `size`.
+
+    At most one job runs at a time (adapters need not be thread-safe).  A job starts as soon as the
+    previous one is done and a quarter of `size` is gathered, with everything gathered meanwhile:
+    so the adapter works while the property draws, and jobs grow until it keeps up.  Finished jobs are
+    checked as the property calls `add`; `finish` runs and checks the rest, and returns the first
+    difference (or error), which the plugin then reproduces by replaying the property.
+    """
+
+    def __init__(self, conformance: Conformance, size: int):
+        self.conformance = conformance
+        self.size = size
+        self.pending: list[Schedule] = []
+        self.queued: set[Schedule] = set()  # pending, or in the running job
+        self.job: _Job | None = None
+        self.found: BaseException | None = None
+
+    def add(self, schedules: Sequence[Schedule]) -> None:
+        self._collect(wait=False)
+        if self.found is None:
+            for s in schedules:  # each distinct schedule runs once
+                if s not in self.conformance.known and s not in self.queued:
+                    self.pending.append(s)
+                    self.queued.add(s)
+            if len(self.pending) >= max(1, self.size // 4):  # a job is worth its fixed cost
+                self._launch()
+
+    def _launch(self) -> None:
+        if self.job is None and self.pending:
+            self.job = self.conformance._start(self.pending[:self.size])
+            self.pending = self.pending[self.size:]
+
+    def _collect(self, wait: bool) -> None:
+        job = self.job
+        if job is None or (not wait and job.worker is not None and job.worker.is_alive()):
+            return
+        self.job = None
+        try:
+            traces = self.conformance._finish(job)
+            for schedule, trace in zip(job.schedules, traces):
+                self.conformance.known[schedule] = trace
+                self.queued.discard(schedule)
+                if self.found is None:
+                    self.conformance.verify(schedule, trace)
+        except Exception as e:  # a difference, or a bug of the adapter: found, reproduced later
+            self.found = self.found or e
+        if self.found is None and len(self.pending) >= max(1, self.size // 4):
+            self._launch()
+
+    def finish(self) -> BaseException | None:
+        while self.job is not None or (self.pending and self.found is None):
+            self._launch()
+            self._collect(wait=True)
+        return self.found
+
+
 # --------------------------------------------------------------------------
 # The session object behind the `conformance` fixture
 # --------------------------------------------------------------------------
@@ -93,9 +164,12 @@ class Conformance:
         self.spec = spec
         self.deadline = deadline
         self.item: pytest.Item | None = None
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()  # schedules checked, per property
+        self.through_adapter: Counter[str] = Counter()  # of them, run through the adapter
         self.fatal = ""  # why the session ended: run_batch hung, or the adapter cannot run
-        self.batch_size = batch_size  # largest batch per example (spec/adapter.py)
+        self.batch_size = batch_size  # schedules per run_batch the adapter prefers (spec/adapter.py)
+        self.gathering: _Gathering | None = None  # while a property generates its examples
+        self.known: dict[Schedule, Trace] = {}  # the adapter's traces of the current property
 
     @property
     def name(self) -> str:
@@ -122,8 +196,9 @@ class Conformance:
         return out
 
     def batch_limit(self, max_size: int = DEFAULT_BATCH_SIZE) -> int:
-        """A property's batch limit (given for the default batch size), scaled to the adapter's hint."""
-        return max(1, max_size * self.batch_size // DEFAULT_BATCH_SIZE)
+        """The largest batch one example of a property draws (the suite gathers batches into jobs
+        of the adapter's `batch_size`, so this does not grow with it)."""
+        return max(1, max_size)
 
     def restrict(self, features: Any) -> Any:
         """An area's features without what the adapter cannot run (`features.restrict(caps, order)`)."""
@@ -131,37 +206,48 @@ class Conformance:
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         """adapter.run_batch in a worker thread; a run longer than the deadline stops the session."""
+        return self._finish(self._start(schedules))
+
+    def _start(self, schedules: Sequence[Schedule]) -> _Job:
         if self.fatal:  # the adapter is stuck in an earlier batch: do not wait again
             pytest.exit(self.fatal, returncode=3)
-        box: dict[str, Any] = {}
+        job = _Job(list(schedules), time.monotonic())
 
         def work() -> None:
             try:
-                box["traces"] = self.adapter.run_batch(list(schedules))
+                job.box["traces"] = self.adapter.run_batch(job.schedules)
             except BaseException as e:  # noqa: B036 - handed to the test thread
-                box["raised"] = e
+                job.box["raised"] = e
 
-        worker = threading.Thread(target=work, name=f"conformance-{self.name}", daemon=True)
-        worker.start()
-        worker.join(self.deadline)
-        if worker.is_alive():
-            self.fatal = (f"conformance: adapter {self.name!r} hung: run_batch of {len(schedules)} "
-                         f"schedule(s) did not return within {self.deadline:g} s (--conformance-deadline)")
+        job.worker = threading.Thread(target=work, name=f"conformance-{self.name}", daemon=True)
+        job.worker.start()
+        return job
+
+    def _finish(self, job: _Job) -> list[Trace]:
+        """Wait for a run_batch; a hang or an AdapterError ends the session, other errors are raised."""
+        assert job.worker is not None
+        job.worker.join(max(0.0, self.deadline - (time.monotonic() - job.started)))
+        if job.worker.is_alive():
+            self.fatal = (f"conformance: adapter {self.name!r} hung: run_batch of {len(job.schedules)} "
+                          f"schedule(s) did not return within {self.deadline:g} s (--conformance-deadline)")
             pytest.exit(self.fatal, returncode=3)
-        if isinstance(box.get("raised"), AdapterError):
+        raised = job.box.get("raised")
+        if isinstance(raised, AdapterError):
             # The adapter cannot run at all (for example its engine did not start): a verdict on
             # every property would be noise, so the session ends with one line.
-            first = (str(box["raised"]).strip().splitlines() or [type(box["raised"]).__name__])[0]
+            first = (str(raised).strip().splitlines() or [type(raised).__name__])[0]
             self.fatal = f"conformance: adapter {self.name!r} failed: {first}"
             pytest.exit(self.fatal, returncode=3)  # pytest_unconfigure prints it on stderr
-        if "raised" in box:
-            raise box["raised"]
-        traces = box["traces"]
-        if len(traces) != len(schedules) or not all(isinstance(t, Trace) for t in traces):
-            raise ConformanceFailure(f"adapter {self.name!r}: run_batch returned {len(traces)} value(s) for "
-                                     f"{len(schedules)} schedule(s); it must return one Trace per schedule")
+        if raised is not None:
+            raise raised
+        traces = job.box["traces"]
+        if len(traces) != len(job.schedules) or not all(isinstance(t, Trace) for t in traces):
+            raise ConformanceFailure(f"adapter {self.name!r}: run_batch returned {len(traces)} value(s) "
+                                     f"for {len(job.schedules)} schedule(s); it must return one Trace "
+                                     "per schedule")
         if self.item is not None:
-            self.counts[self.item.nodeid] += len(schedules)
+            self.counts[self.item.nodeid] += len(job.schedules)
+            self.through_adapter[self.item.nodeid] += len(job.schedules)
         return list(traces)
 
     def property_rules(self) -> list[str]:
@@ -169,17 +255,33 @@ class Conformance:
             return []
         return [r for m in self.item.iter_markers("rule") for r in m.args]
 
+    def verify(self, schedule: Schedule, observed: Trace) -> None:
+        """Compare one trace with the reference; ConformanceFailure (the full report) if it differs."""
+        want = expected_trace(schedule)
+        mismatch = compare(schedule, want, observed, self.completion_order)
+        if mismatch is not None:
+            raise ConformanceFailure(format_report(
+                schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
+                expected=want, observed=observed, property_rules=self.property_rules()),
+                mismatch.rules or self.property_rules(), reproducer(schedule, self.spec))
+
     def check(self, schedules: Sequence[Schedule]) -> None:
-        """Run the batch once through the adapter and compare every trace with the reference."""
-        observed = self.run_batch(schedules)
-        for schedule, got in zip(schedules, observed):
-            want = expected_trace(schedule)
-            mismatch = compare(schedule, want, got, self.completion_order)
-            if mismatch is not None:
-                raise ConformanceFailure(format_report(
-                    schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
-                    expected=want, observed=got, property_rules=self.property_rules()),
-                    mismatch.rules or self.property_rules(), reproducer(schedule, self.spec))
+        """Check a batch: every trace of the adapter compared with the reference.
+
+        While a property generates its examples, the batches are gathered (`gather`): the adapter
+        runs them in large jobs in the background while the next examples are drawn, and the traces
+        are checked as the jobs finish.  Otherwise (and when a property is replayed after a
+        failure, so that hypothesis shrinks it) the batch runs at once, and a difference raises
+        ConformanceFailure; traces already known for the property are not run again.
+        """
+        if self.gathering is not None:
+            self.gathering.add(schedules)
+            return
+        missing = [s for s in dict.fromkeys(schedules) if s not in self.known]
+        if missing:
+            self.known.update(zip(missing, self.run_batch(missing)))
+        for schedule in schedules:
+            self.verify(schedule, self.known[schedule])
 
     def count(self, n: int) -> None:
         """Count schedules a property checked without the adapter (reference-level properties)."""
@@ -208,6 +310,9 @@ class _State:
         self.strict = False
         self.expected_failures: dict[str, str] = {}
         self.report_path: str | None = None
+        self.seconds = 0.0  # wall time of the properties that ran schedules through the adapter
+        self.through_adapter = 0  # schedules they ran
+        self.startup = 0.0  # the adapter's prepare()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect counts, UNSUPPORTED properties and each property's result from reports (works
@@ -219,6 +324,9 @@ class _State:
         if "conformance_schedules" in props and report.when == "call":
             self.schedules[report.nodeid] = int(props["conformance_schedules"])
             self.rules[report.nodeid] = rules
+            if props.get("conformance_adapter_schedules"):
+                self.seconds += report.duration
+                self.through_adapter += int(props["conformance_adapter_schedules"])
         result = None
         if report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2])
@@ -363,6 +471,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                          f"{adapter.completion_order!r}; use spec.adapter.SCRIPTED or FREE\n")
         pytest.exit(f"bad adapter {state.spec!r}", returncode=4)
     state.conformance = Conformance(adapter, state.spec, state.deadline, state.batch_size)
+    if hasattr(adapter, "prepare"):  # start the engine now, apart from the properties' time
+        started = time.monotonic()
+        try:
+            adapter.prepare()
+        except AdapterError as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            sys.stderr.write(f"conformance: adapter {state.spec!r} could not start: {first}\n")
+            sys.stderr.flush()
+            pytest.exit(f"adapter {state.spec!r} could not start", returncode=4)
+        state.startup = time.monotonic() - started
 
 
 @pytest.fixture(scope="session")
@@ -390,12 +508,35 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Run a property gathering its batches into the adapter's jobs; replay it after a difference.
+
+    The replay is the same hypothesis run (derandomized, or under the same seed), so it meets the
+    same batch first; the adapter's traces are kept, so only the batches that shrinking makes are
+    run again.  Hypothesis then shrinks the failing batch to one schedule, and that schedule.
+    """
     state = item.config.stash[_KEY]
-    try:
+    conformance = state.conformance
+    if conformance is None or "conformance" not in getattr(item, "fixturenames", ()):
         return (yield)
+    current = settings.default
+    if current is not None and not current.derandomize and hasattr(item, "obj"):
+        hypothesis_seed(random.getrandbits(64))(item.obj)  # the replay must draw what this run draws
+    conformance.gathering = _Gathering(conformance, conformance.batch_size)
+    try:
+        try:
+            yield
+        finally:
+            found = conformance.gathering.finish()
+            conformance.gathering = None
+        if found is not None:
+            item.runtest()  # the replay raises the difference, shrunk
+            raise found  # (not met again on replay: the first report, unshrunk)
     finally:
-        if state.conformance is not None and "conformance" in getattr(item, "fixturenames", ()):
-            item.user_properties.append(("conformance_schedules", state.conformance.counts[item.nodeid]))
+        conformance.gathering = None
+        conformance.known = {}
+        item.user_properties.append(("conformance_schedules", conformance.counts[item.nodeid]))
+        item.user_properties.append(("conformance_adapter_schedules",
+                                     conformance.through_adapter[item.nodeid]))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -444,6 +585,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             shown = ", ".join(rules[:12]) + (f", … ({len(rules)} rules)" if len(rules) > 12 else "")
             each = f" in {cases} cases" if cases > 1 else ""
             tr.write_line(f"{prop} [{shown}]: {n} schedules{each}")
+        if state.seconds > 0:
+            n, secs = state.through_adapter, state.seconds
+            tr.write_line(f"throughput: {n} distinct schedules drawn, run by the adapter and checked in "
+                          f"{secs:.1f} s, {n / secs:.0f} per second (the wall time of the properties that "
+                          f"ran them; the adapter started in {state.startup:.1f} s before them)")
     if state.unsupported:
         tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")
         for nodeid, message in state.unsupported:

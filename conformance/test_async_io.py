@@ -187,7 +187,8 @@ def test_checkpoint_and_restore(conformance: Conformance, data: st.DataObject) -
 def test_malformed_schedules_are_refused(conformance: Conformance, data: st.DataObject) -> None:
     """A malformed schedule raises ScheduleError naming the step (or the configuration) and the rule."""
     limit = conformance.batch_limit(8)
-    cases: list[Malformed] = data.draw(batches(malformed_schedules(), limit), label="cases")
+    cases: list[Malformed] = data.draw(batches(malformed_schedules(), limit, key=lambda m: repr(m.data)),
+                                       label="cases")
     conformance.count(len(cases))
     for case in cases:
         where = "the configuration" if case.step is None else f"step {case.step}"

@@ -38,11 +38,17 @@ DEFAULT_BATCH_SIZE = 12
 class Adapter(Protocol):
     """An implementation under test.
 
-    Optional class attributes, read by the suite before the adapter is built, size the
-    default budget for engines whose cost is per job rather than per schedule:
-    `batch_size` (the largest batch one hypothesis example hands to `run_batch`; batches are
-    drawn with 1..batch_size schedules, default DEFAULT_BATCH_SIZE) and `examples` (hypothesis
-    examples per property in the default profile; the `thorough` profile runs ten times as many).
+    Optional class attributes, read by the suite before the adapter is built:
+    `batch_size`, how many schedules the adapter prefers per `run_batch` (default
+    DEFAULT_BATCH_SIZE): while a property generates its examples, the suite gathers their batches
+    into calls of about that many, for engines whose cost is per job rather than per schedule;
+    `examples`, hypothesis examples per property in the default profile (the `thorough` profile
+    runs ten times as many); `expected_failures`, rule ID -> reason, or the path of a JSON file
+    holding that (relative to the adapter's module): rules the adapter is known to break.
+
+    `run_batch` is called from one thread at a time, not always the main thread.  An optional
+    method `prepare()`, called once before the first batch, starts the engine (the suite reports
+    how long it took, apart from the properties); it may raise AdapterError.
     """
 
     name: str

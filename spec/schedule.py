@@ -91,23 +91,26 @@ def _hints(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _conforms(v: Any, tp: Any) -> bool:
-    """Whether a value has the annotated type (ints are not bools; a tuple[T, ...] holds Ts)."""
+@cache
+def _predicate(tp: Any) -> Callable[[Any], bool]:
+    """A test of whether a value has the annotated type (ints are not bools; a tuple[T, ...] holds
+    Ts); built once per type, since validation runs on every schedule."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        return any(_conforms(v, a) for a in typing.get_args(tp))
+        options = [_predicate(a) for a in typing.get_args(tp)]
+        return lambda v: any(p(v) for p in options)
     if tp is type(None):
-        return v is None
+        return lambda v: v is None
     if tp is bool:
-        return isinstance(v, bool)
+        return lambda v: isinstance(v, bool)
     if tp is int:
-        return isinstance(v, int) and not isinstance(v, bool)
+        return lambda v: isinstance(v, int) and not isinstance(v, bool)
     if tp is float:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
+        return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
     if origin is tuple:
-        args = typing.get_args(tp)
-        return isinstance(v, tuple) and all(_conforms(x, args[0]) for x in v)
-    return isinstance(v, tp)
+        element = _predicate(typing.get_args(tp)[0])
+        return lambda v: isinstance(v, tuple) and all(element(x) for x in v)
+    return lambda v: isinstance(v, tp)
 
 
 def _type_name(tp: Any) -> str:
@@ -128,45 +131,63 @@ def _dataclass_type(tp: Any) -> type | None:
     return None
 
 
+@cache
+def _fields_of(cls: Any) -> tuple[frozenset[str], tuple[tuple[str, bool, type | None], ...]]:
+    """A dataclass's field names, and per field: (name, has a default, nested dataclass or None)."""
+    hints = _hints(cls)
+    info = tuple((f.name, f.default is not MISSING or f.default_factory is not MISSING,
+                  _dataclass_type(hints[f.name])) for f in fields(cls))
+    return frozenset(f.name for f in fields(cls)), info
+
+
 def from_json(cls: type, d: Any, step: int | None, what: str, op: str | None = None) -> Any:
     """A dataclass from its JSON object: unknown fields refused, lists made tuples, nested dataclasses
     built, then every field checked (check_fields).  Missing fields take their defaults."""
-    need(isinstance(d, Mapping), step, "SCH-2", f"{what} must be an object", op)
-    names = {f.name for f in fields(cls)}
-    extra = sorted(set(d) - names)
-    need(not extra, step, "SCH-2", f"unknown {what} field(s) {extra}", op)
+    if not isinstance(d, Mapping):
+        raise ScheduleError(step, "SCH-2", f"{what} must be an object", op)
+    names, info = _fields_of(cls)
+    if not names.issuperset(d):
+        raise ScheduleError(step, "SCH-2", f"unknown {what} field(s) {sorted(set(d) - names)}", op)
     args: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name not in d:
-            need(f.default is not MISSING or f.default_factory is not MISSING, step, "SCH-2",
-                 f"{what} needs the field {f.name!r}", op)
+    for name, has_default, nested in info:
+        if name not in d:
+            if not has_default:
+                raise ScheduleError(step, "SCH-2", f"{what} needs the field {name!r}", op)
             continue
-        v = d[f.name]
-        nested = _dataclass_type(_hints(cls)[f.name])
+        v = d[name]
         if nested is not None and isinstance(v, Mapping):
-            v = from_json(nested, v, step, f"{what} {f.name}", op)
-        args[f.name] = _freeze(v)
+            v = from_json(nested, v, step, f"{what} {name}", op)
+        elif isinstance(v, list):
+            v = _freeze(v)
+        args[name] = v
     obj = cls(**args)
     check_fields(obj, step, op)
     return obj
 
 
+@cache
+def _field_checks(cls: Any) -> tuple[tuple[str, Any, Callable[[Any], bool], Mapping[str, Any]], ...]:
+    """(name, annotation, type test, metadata) of each field of a dataclass."""
+    hints = _hints(cls)
+    return tuple((f.name, hints[f.name], _predicate(hints[f.name]), f.metadata) for f in fields(cls))
+
+
 def check_fields(obj: Any, step: int | None, op: str | None = None) -> None:
-    """SCH-2: every field has its annotated type, and its metadata bounds (`min`, `choices`)."""
-    for f in fields(obj):
-        v = getattr(obj, f.name)
-        tp = _hints(typing.cast(Any, type(obj)))[f.name]
-        need(_conforms(v, tp), step, "SCH-2", f"{f.name} must be {_type_name(tp)}, not {v!r}", op)
+    """SCH-2: every field has its annotated type, and its metadata bounds (`min`, `choices`).
+
+    Runs on every step of every schedule: messages are built only on an error."""
+    for name, tp, conforms, meta in _field_checks(typing.cast(Any, type(obj))):
+        v = getattr(obj, name)
+        if not conforms(v):
+            raise ScheduleError(step, "SCH-2", f"{name} must be {_type_name(tp)}, not {v!r}", op)
         if is_dataclass(v):
             check_fields(v, step, op)
-            continue
-        if v is None:
-            continue
-        if "choices" in f.metadata:
-            need(v in f.metadata["choices"], step, "SCH-2",
-                 f"{f.name} must be one of {tuple(f.metadata['choices'])}, not {v!r}", op)
-        if "min" in f.metadata:
-            need(v >= f.metadata["min"], step, "SCH-2", f"{f.name} must be >= {f.metadata['min']}", op)
+        elif v is not None and meta:
+            if "choices" in meta and v not in meta["choices"]:
+                raise ScheduleError(step, "SCH-2", f"{name} must be one of {tuple(meta['choices'])}, "
+                                    f"not {v!r}", op)
+            if "min" in meta and v < meta["min"]:
+                raise ScheduleError(step, "SCH-2", f"{name} must be >= {meta['min']}", op)
 
 
 def _freeze(v: Any) -> Any:
@@ -220,38 +241,46 @@ def _step_from_dict(i: int, d: Any, area: Area) -> Step:
     op = d.get("op")
     need(isinstance(op, str), i, "SCH-2", "a step needs an 'op' string")
     cls = area.step_types.get(op)
-    need(cls is not None, i, "SCH-1", f"op {op!r} is not a step of area {area.name!r} "
-         f"(its steps: {', '.join(area.step_types)})", op)
-    assert cls is not None
+    if cls is None:
+        raise ScheduleError(i, "SCH-1", f"op {op!r} is not a step of area {area.name!r} "
+                            f"(its steps: {', '.join(area.step_types)})", op)
     return from_json(cls, {k: v for k, v in d.items() if k != "op"}, i, "step", op)  # type: ignore[no-any-return]
 
 
 def validate_schedule(schedule: Schedule) -> Schedule:
-    """Static validation (spec/schedules.md, SCH rules, and the area's own).  Returns the schedule."""
+    """Static validation (spec/schedules.md, SCH rules, and the area's own).  Returns the schedule.
+
+    Runs on every schedule a property draws: messages are built only on an error."""
     area = _area(schedule.area)
-    need(isinstance(schedule.config, area.config_type), None, "SCH-2",
-         f"the configuration must be a {area.config_type.__name__}")
+    if not isinstance(schedule.config, area.config_type):
+        raise ScheduleError(None, "SCH-2", f"the configuration must be a {area.config_type.__name__}")
     check_fields(schedule.config, None)
     area.validate_config(schedule.config)
+    own = set(area.step_types.values())
     checkpoints: set[int] = set()
     ended = after_crash = False
     for i, s in enumerate(schedule.steps):
-        need(type(s) in area.step_types.values(), i, "SCH-1",
-             f"{s!r} is not a step of area {area.name!r}", getattr(s, "op", None))
+        if type(s) not in own:
+            raise ScheduleError(i, "SCH-1", f"{s!r} is not a step of area {area.name!r}",
+                                getattr(s, "op", None))
         check_fields(s, i, s.op)
-        if after_crash:
-            need(s.role == RESTORE, i, "SCH-7", "after a crash the next step must be restore", s.op)
-        if s.role == CHECKPOINT:
+        role = s.role
+        if after_crash and role != RESTORE:
+            raise ScheduleError(i, "SCH-7", "after a crash the next step must be restore", s.op)
+        if role == CHECKPOINT:
             cid = s.id  # type: ignore[attr-defined]
-            need(cid not in checkpoints, i, "SCH-5", f"checkpoint id {cid} is used twice", s.op)
+            if cid in checkpoints:
+                raise ScheduleError(i, "SCH-5", f"checkpoint id {cid} is used twice", s.op)
             checkpoints.add(cid)
-        if s.role == RESTORE and s.checkpoint is not None:  # type: ignore[attr-defined]
-            need(s.checkpoint in checkpoints, i, "SCH-5",  # type: ignore[attr-defined]
-                 f"checkpoint {s.checkpoint} was never taken before this restore", s.op)  # type: ignore[attr-defined]
-        if s.role in INPUT_ROLES:
-            need(not ended, i, "SCH-6", f"{s.op} after end of input (before a restore)", s.op)
-        ended = s.role == END or (ended and s.role != RESTORE)
-        after_crash = s.role == CRASH
+        elif role == RESTORE:
+            taken = s.checkpoint  # type: ignore[attr-defined]
+            if taken is not None and taken not in checkpoints:
+                raise ScheduleError(i, "SCH-5", f"checkpoint {taken} was never taken before this restore",
+                                    s.op)
+        if ended and role in INPUT_ROLES:
+            raise ScheduleError(i, "SCH-6", f"{s.op} after end of input (before a restore)", s.op)
+        ended = role == END or (ended and role != RESTORE)
+        after_crash = role == CRASH
     area.validate_steps(schedule)
     return schedule
 

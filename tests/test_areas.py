@@ -41,10 +41,11 @@ SHARED = [ROOT / p for p in (
     "spec/areas/__init__.py",
     "reference/__init__.py", "adapters/__init__.py", "adapters/reference.py",
     "adapters/pyspark/__init__.py", "adapters/pyspark/adapter.py", "adapters/pyspark/runtime.py",
-    "adapters/pyspark/session.py", "conformance/__init__.py", "conformance/__main__.py",
+    "adapters/pyspark/session.py", "adapters/pyspark/daemon.py", "conformance/__init__.py",
+    "conformance/__main__.py",
     "conformance/areas/__init__.py", "conformance/checker.py", "conformance/conftest.py",
     "conformance/examples.py", "conformance/plugin.py", "conformance/registry.py",
-    "conformance/strategies.py", "conformance/test_spec_examples.py",
+    "conformance/strategies.py", "conformance/test_spec_examples.py", "conformance/verdicts.py",
 )]
 
 

@@ -7,8 +7,11 @@ it what every area needs:
 
 * `VirtualTimers`: processing time changes only on the steps that advance it; due timers fire in
   (deadline, registration) order, each at its own deadline (spec/schedules.md, items 1 and 5);
-* `ScheduleStore`: a directory on durable storage holding the task's sink (the trace events,
-  written together with the crash or done marker that ends them) and the checkpoint snapshots;
+* `ScheduleStore`: a directory on storage that outlives the task (a local disk, or on a cluster a
+  file system every executor reaches) holding the events of every incarnation that ended, each
+  run of them written with the marker that ends it, and the checkpoint snapshots.  Nothing is
+  written for a schedule until it takes a checkpoint or an incarnation ends, so most schedules
+  never touch the disk;
 * `ScheduleRun`: runs the steps; when an incarnation ends (a crash step, a task failure) it writes
   a crash marker and raises `InjectedFailure` out of the Spark task.  Spark runs the task again;
   the new run finds the marker, keeps the events emitted before it, and goes on with the step
@@ -105,35 +108,34 @@ class Progress:
     events: list[Event]
     resume_step: int = 0  # the first step still to run
     clock: int = 0
-    done: bool = False
 
 
 class ScheduleStore:
-    """`<dir>/sink.jsonl` (events, crash markers, done marker) and `<dir>/ckpt-<id>.json`."""
+    """`<dir>/sink.jsonl` (events and the markers of ended incarnations) and `<dir>/ckpt-<id>.json`.
+
+    The directory is made on the first write.  A schedule that completes is not recorded: if its
+    task is run again, it runs again from its last marker, and gives the same trace.
+    """
 
     def __init__(self, path: str | Path, area: str):
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
         self._sink = self.path / "sink.jsonl"
         self._kinds = get_area(area).event_kinds
 
     def load(self) -> Progress:
-        """What an earlier attempt left: the events up to its last crash marker (or all, if done)."""
+        """What earlier attempts left: the events up to the last marker, and where to go on."""
         progress = Progress([])
         pending: list[Event] = []
-        if self._sink.exists():
-            for line in self._sink.read_text().splitlines():
-                rec = json.loads(line)
-                if "event" in rec:
-                    pending.append(self._kinds[rec["event"]["event"]].from_dict(rec["event"]))
-                elif "ended" in rec:
-                    progress.events += pending
-                    pending = []
-                    progress.resume_step, progress.clock = rec["ended"] + 1, rec["clock"]
-                elif "done" in rec:
-                    progress.events += pending
-                    progress.done = True
-                    return progress
+        if not self._sink.exists():
+            return progress
+        for line in self._sink.read_text().splitlines():
+            rec = json.loads(line)
+            if "event" in rec:
+                pending.append(self._kinds[rec["event"]["event"]].from_dict(rec["event"]))
+            elif "ended" in rec:
+                progress.events += pending
+                pending = []
+                progress.resume_step, progress.clock = rec["ended"] + 1, rec["clock"]
         if pending:  # events after the last marker: an attempt that died unexpectedly; dropped
             self._rewrite(progress)
         return progress
@@ -146,25 +148,18 @@ class ScheduleStore:
         tmp.write_text("".join(line + "\n" for line in lines))
         os.replace(tmp, self._sink)
 
-    def _commit(self, events: list[Event], marker: dict[str, Any]) -> None:
-        """Append events and the marker that ends them in one durable write.
-
-        Only events followed by a marker count (`load`), so nothing is written before one.
-        """
-        lines = [json.dumps({"event": e.to_dict()}) for e in events] + [json.dumps(marker)]
+    def mark_ended(self, events: list[Event], step: int, clock: int) -> None:
+        """The incarnation ended at `step`: append its events and the marker in one write (closed,
+        so the task's next attempt reads it; only events followed by a marker count)."""
+        lines = [json.dumps({"event": e.to_dict()}) for e in events]
+        lines.append(json.dumps({"ended": step, "clock": clock}))
+        self.path.mkdir(parents=True, exist_ok=True)
         with open(self._sink, "a") as fh:
             fh.write("".join(line + "\n" for line in lines))
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    def mark_crash(self, events: list[Event], step: int, clock: int) -> None:
-        self._commit(events, {"ended": step, "clock": clock})
-
-    def mark_done(self, events: list[Event]) -> None:
-        self._commit(events, {"done": True})
 
     def write_checkpoint(self, id: int, payload: Any) -> None:
-        """A checkpoint's snapshot (any JSON value), durable before the checkpoint counts."""
+        """A checkpoint's snapshot (any JSON value), stored before the checkpoint counts."""
+        self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / f"ckpt-{id}.json.tmp"
         tmp.write_text(json.dumps(payload))
         os.replace(tmp, self.path / f"ckpt-{id}.json")
@@ -222,12 +217,9 @@ class ScheduleRun:
     def reject(self, reason: str) -> None:
         """The configuration is refused: the trace is the one `rejected` event."""
         self.events = [rejected(reason)]
-        self.store.mark_done(self.events)
 
     def run(self) -> list[Event]:
         progress = self.store.load()
-        if progress.done:
-            return progress.events
         self.events = progress.events
         self.clock.now = progress.clock
         if not self.start(progress.resume_step):
@@ -237,9 +229,8 @@ class ScheduleRun:
             was_alive = self.alive
             self.apply(i, self.schedule.steps[i])
             if was_alive and not self.alive:
-                self.store.mark_crash(self._take_unwritten(), i, self.clock.now)
+                self.store.mark_ended(self._take_unwritten(), i, self.clock.now)
                 raise InjectedFailure(f"step {i}: {self.cause(i)}; Spark retries the task")
-        self.store.mark_done(self._take_unwritten())
         return self.events
 
 

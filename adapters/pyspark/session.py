@@ -88,6 +88,10 @@ _CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # A failed task is run again at once: no waiting for a more local slot (there is none).
+    "spark.locality.wait": "0s",
+    # Workers are forked from a daemon that has already imported the runtime (daemon.py).
+    "spark.python.daemon.module": "adapters.pyspark.daemon",
     # Injected task failures are expected: keep their stack traces out of the test output.
     "spark.log.level": "FATAL",
 }

@@ -32,6 +32,7 @@ from spec.adapter import FREE, unsupported
 from spec.area import areas
 from spec.areas.async_io import (
     DEFAULT_CAPACITY,
+    RETRY_STRATEGIES,
     AdvanceStep,
     AsyncIoConfig,
     CheckpointStep,
@@ -197,12 +198,40 @@ def order_graph(schedule: Schedule, outputs: Sequence[Event]) -> nx.DiGraph:
 # Strategies
 # --------------------------------------------------------------------------
 
+# Drawing costs hypothesis a fixed price per choice and per strategy object it has to validate, and a
+# property draws thousands of schedules: so every strategy below is built once, at import, and the
+# parts of a step or of a configuration are packed into one integer, drawn as one choice.  Decoding
+# maps 0 to the plainest value of every part, so shrinking the integer makes the schedule plainer.
+
 SMALL = st.integers(0, 9)
-# Empty results (AIO-19) are simplest, so shrinking prefers them; half of the drawn results have values.
-RESULT = st.just(()) | st.lists(SMALL, min_size=1, max_size=3).map(tuple)
-# An intent for one step: (which valid op, which record / how much, a value, a result or null).
+PICK = st.integers(0, 63)
+
+
+def _bits(n: int, first: int, count: int) -> int:
+    return (n >> first) & ((1 << count) - 1)
+
+
+def result(n: int) -> tuple[int, ...]:
+    """A result list from 15 bits: bit 0 whether it has values (half of them do; empty results,
+    AIO-19, are the simplest), bits 1-2 its length - 1 (1..3), bits 3-14 its values (0..9)."""
+    if not n & 1:
+        return ()
+    return tuple(_bits(n, 3 + 4 * i, 4) % 10 for i in range(_bits(n, 1, 2) % 3 + 1))
+
+
+RESULT_BITS = st.integers(0, 2**15 - 1)
+# An intent for one step: (which valid op, which record / how much, a value, a result).
 Intent = tuple[int, int, int, "tuple[int, ...]"]
-INTENT = st.tuples(st.integers(0, 63), st.integers(0, 63), SMALL, RESULT)
+
+
+def intent(n: int) -> Intent:
+    """An intent from 31 bits: bits 0-5 the op, 6-11 the pick, 12-15 the value, 16-30 a result."""
+    return _bits(n, 0, 6), _bits(n, 6, 6), _bits(n, 12, 4) % 10, result(n >> 16)
+
+
+# About ten intents on average (a flat list averages five); decoded by `intent` (a `.map` would add
+# a level of hypothesis' bookkeeping to every one of them).
+INTENTS = st.lists(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=10), min_size=1, max_size=4)
 
 
 @dataclass(frozen=True)
@@ -245,43 +274,46 @@ class Features:
 # --------------------------------------------------------------------------
 
 
-@st.composite
-def retry_configs(draw: Any) -> RetryConfig:
+CONFIG_BITS = st.integers(0, 2**50 - 1)
+MULTIPLIERS = (1.0, 1.5, 2.0, 3.0)
+
+
+def retry_config(n: int) -> RetryConfig:
+    """A retry strategy from 20 bits (0: fixed delay 0, no retries, no predicate)."""
     return RetryConfig(
-        strategy=draw(st.sampled_from(("fixed_delay", "exponential_backoff"))),
-        max_attempts=draw(st.integers(0, 3)),
-        delay=draw(st.integers(0, 8)),
-        initial_delay=draw(st.integers(0, 8)),
-        max_delay=draw(st.integers(0, 16)),
-        multiplier=draw(st.sampled_from((1.0, 1.5, 2.0, 3.0))),
-        if_empty=draw(st.booleans()),
-        if_error=draw(st.booleans()),
-    )
+        strategy=RETRY_STRATEGIES[_bits(n, 0, 1)], max_attempts=_bits(n, 1, 2), delay=_bits(n, 3, 4) % 9,
+        initial_delay=_bits(n, 7, 4) % 9, max_delay=_bits(n, 11, 5) % 17,
+        multiplier=MULTIPLIERS[_bits(n, 16, 2)], if_empty=bool(_bits(n, 18, 1)),
+        if_error=bool(_bits(n, 19, 1)))
 
 
-@st.composite
-def configs(draw: Any, f: Features) -> AsyncIoConfig:
-    """A valid configuration using the features."""
-    timeout = draw(st.integers(1, 30)) if f.timeouts else 0
+def config_of(n: int, f: Features) -> AsyncIoConfig:
+    """A valid configuration using the features, from 50 bits: 0-1 the mode, 2-5 the capacity,
+    6-10 the timeout (1..31 ms), 11-12 the handler, 13-27 its result, 28 a retry strategy or none,
+    29-48 the strategy."""
+    timeout = 1 + _bits(n, 6, 5) if f.timeouts else 0
     return AsyncIoConfig(
-        mode=draw(st.sampled_from(f.modes)),
-        capacity=draw(st.sampled_from(range(1, f.max_capacity + 1))),
+        mode=f.modes[_bits(n, 0, 2) % len(f.modes)],
+        capacity=1 + _bits(n, 2, 4) % f.max_capacity,
         timeout=timeout,
-        on_timeout=draw(st.sampled_from(f.on_timeout)) if f.timeouts else "fail",
-        timeout_result=tuple(draw(RESULT)) if f.timeouts else (),
-        retry=draw(st.none() | retry_configs()) if f.retries else None,
+        on_timeout=f.on_timeout[_bits(n, 11, 2) % len(f.on_timeout)] if f.timeouts else "fail",
+        timeout_result=result(_bits(n, 13, 15)) if f.timeouts else (),
+        retry=retry_config(n >> 29) if f.retries and _bits(n, 28, 1) else None,
     )
 
 
-@st.composite
-def any_configs(draw: Any, f: Features) -> AsyncIoConfig:
+def configs(f: Features) -> st.SearchStrategy[AsyncIoConfig]:
+    return CONFIG_BITS.map(lambda n: config_of(n, f))
+
+
+def any_config(n: int, f: Features) -> AsyncIoConfig:
     """A configuration that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
-    timeout).  Valid ones use a timeout or a retry strategy only when the features allow."""
-    timeout = draw(st.sampled_from((0, 10))) if f.timeouts else 0
-    retry = draw(st.none() | retry_configs())
+    timeout), from 50 bits.  Valid ones use a timeout or a retry strategy only when the features allow."""
+    timeout = 10 * _bits(n, 6, 1) if f.timeouts else 0
+    retry = retry_config(n >> 29) if _bits(n, 28, 1) else None
     if retry is not None and timeout > 0 and not f.retries:
         retry = None
-    return AsyncIoConfig(mode=draw(st.sampled_from(f.modes)), capacity=draw(st.integers(-2, 3)),
+    return AsyncIoConfig(mode=f.modes[_bits(n, 0, 2) % len(f.modes)], capacity=_bits(n, 2, 3) % 6 - 2,
                          timeout=timeout, retry=retry)
 
 
@@ -375,8 +407,8 @@ class _Drawing:
             pending = self.model.outstanding()
             if not pending:
                 return
-            record = self.draw(st.sampled_from(sorted(pending)))
-            self.apply(CompleteStep(record, tuple(self.draw(RESULT))))
+            record = sorted(pending)[self.draw(PICK) % len(pending)]
+            self.apply(CompleteStep(record, result(self.draw(RESULT_BITS))))
 
 
 # How often each op is offered when it is valid (records and completions make schedules interesting).
@@ -403,13 +435,13 @@ def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
     """
     d = _Drawing(draw, f, config)
     table = _op_table(f, d.timers)
-    intents = [i for chunk in draw(st.lists(st.lists(INTENT, max_size=10), max_size=4)) for i in chunk]
-    for intent in intents:
+    for n in (n for chunk in draw(INTENTS) for n in chunk):
         if len(d.steps) >= f.max_steps:
             break
-        op = table[intent[0] % len(table)]
+        wanted = intent(n)
+        op = table[wanted[0] % len(table)]
         if op in d.options():
-            d.apply(d.step(op, intent))
+            d.apply(d.step(op, wanted))
     if f.drain:
         d.drain()
     return d
@@ -419,26 +451,26 @@ def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
 def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Schedule:
     """A valid async I/O schedule using the features."""
     if config is None:
-        config = draw(configs(f))
+        config = config_of(draw(CONFIG_BITS), f)
     return Schedule(AREA, config, tuple(_draw_steps(draw, f, config).steps))
 
 
 @st.composite
 def default_capacity_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
     """AIO-5: about DEFAULT_CAPACITY records with the default capacity, then some completions."""
-    config = AsyncIoConfig(mode=draw(st.sampled_from(modes)))
+    config = AsyncIoConfig(mode=modes[draw(PICK) % len(modes)])
     d = _Drawing(draw, Features(modes=modes, repeats=False), config)
     for _ in range(DEFAULT_CAPACITY - 2 + draw(st.integers(0, 4))):
         d.apply(RecordStep(draw(SMALL), None))
-    for intent in draw(st.lists(INTENT, max_size=3)):
-        d.apply(d.step("complete", intent))
+    for n in draw(st.lists(st.integers(0, 2**31 - 1), max_size=3)):
+        d.apply(d.step("complete", intent(n)))
     return Schedule(AREA, config, tuple(d.steps))
 
 
 @st.composite
 def config_schedules(draw: Any, f: Features) -> Schedule:
     """A schedule whose configuration may be invalid; valid ones get a few ordinary steps."""
-    config = draw(any_configs(f))
+    config = any_config(draw(CONFIG_BITS), f)
     try:
         validate_config(config)
     except ScheduleError:  # AIO-1, AIO-3: the operator must refuse it
@@ -583,7 +615,7 @@ def _inserted(steps: list[dict[str, Any]], draw: Any) -> Malformed | None:
 def malformed_schedules(draw: Any) -> Malformed:
     """A valid schedule with one defect that a named SCH rule refuses at a known step."""
     f = MALFORMED_FEATURES
-    config = draw(configs(f))
+    config = config_of(draw(CONFIG_BITS), f)
     d = _draw_steps(draw, f, config)
     base = Schedule(AREA, config, tuple(d.steps)).to_dict()
     kind = draw(st.sampled_from(("inserted", "appended", "area", "config")))

@@ -24,7 +24,6 @@ from spec.schedule import (
     Schedule,
     ScheduleError,
     Step,
-    need,
 )
 
 # --------------------------------------------------------------------------
@@ -64,8 +63,10 @@ class AsyncIoConfig:
 
 def validate_config(c: AsyncIoConfig) -> None:
     """The rules the operator enforces on a well-typed configuration (it refuses the schedule)."""
-    need(c.capacity > 0, None, "AIO-1", f"capacity must be positive, not {c.capacity}")
-    need(c.retry is None or c.timeout > 0, None, "AIO-3", "a retry strategy needs a timeout > 0")
+    if c.capacity <= 0:
+        raise ScheduleError(None, "AIO-1", f"capacity must be positive, not {c.capacity}")
+    if c.retry is not None and c.timeout <= 0:
+        raise ScheduleError(None, "AIO-3", "a retry strategy needs a timeout > 0")
 
 
 def retry_enabled(config: AsyncIoConfig) -> bool:
@@ -180,11 +181,11 @@ def validate_steps(schedule: Schedule) -> None:
     for i, s in enumerate(schedule.steps):
         if isinstance(s, RecordStep):
             n_records += 1
-        elif isinstance(s, (CompleteStep, ErrorStep)):
-            need(s.record < n_records, i, "SCH-3",
-                 f"record {s.record} is unknown: only {n_records} record(s) arrived so far", s.op)
-        elif isinstance(s, RestoreStep) and s.capacity is not None:
-            need(s.capacity > 0, i, "AIO-1", f"capacity must be positive, not {s.capacity}", s.op)
+        elif isinstance(s, (CompleteStep, ErrorStep)) and s.record >= n_records:
+            raise ScheduleError(i, "SCH-3", f"record {s.record} is unknown: only {n_records} record(s) "
+                                "arrived so far", s.op)
+        elif isinstance(s, RestoreStep) and s.capacity is not None and s.capacity <= 0:
+            raise ScheduleError(i, "AIO-1", f"capacity must be positive, not {s.capacity}", s.op)
 
 
 # --------------------------------------------------------------------------
