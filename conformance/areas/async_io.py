@@ -302,10 +302,6 @@ def config_of(n: int, f: Features) -> AsyncIoConfig:
     )
 
 
-def configs(f: Features) -> st.SearchStrategy[AsyncIoConfig]:
-    return CONFIG_BITS.map(lambda n: config_of(n, f))
-
-
 def any_config(n: int, f: Features) -> AsyncIoConfig:
     """A configuration that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
     timeout), from 50 bits.  Valid ones use a timeout or a retry strategy only when the features allow."""
