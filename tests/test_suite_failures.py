@@ -223,3 +223,27 @@ def test_capabilities_not_declared_are_unsupported(run_suite) -> None:  # type: 
     assert re.search(r"UNSUPPORTED .*test_unordered_mode.*async_io.unordered: not declared", out), out
     lines = verdict_lines(out)
     assert "passed" in lines["AIO-12"] and re.search(r"unsupported\s+.*not declared", lines["AIO-51"]), out
+
+
+def test_examples_are_gathered_into_the_adapters_jobs(run_suite, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "batches.log"
+    monkeypatch.setenv("BATCH_LOG", str(log))
+    result = run_suite("--adapter", "tests.wrong_adapters:LogsItsBatches", "-k", "test_ordered_mode")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    sizes = [int(n) for n in log.read_text().split()]
+    total = int(re.search(r"throughput: (\d+) distinct schedules", out)[1])  # type: ignore[index]
+    assert sum(sizes) == total and total >= 300, (sizes, total)
+    # 100 examples of at most 12 schedules each, run in a few jobs of up to 200, none larger.
+    assert len(sizes) <= total // 50 and max(sizes) <= 200, sizes
+
+
+def test_a_difference_found_in_a_gathered_job_is_shrunk_on_replay(run_suite) -> None:  # type: ignore[no-untyped-def]
+    """OrderedAsUnordered fails in a large gathered job; the replay shrinks it to one small schedule."""
+    result = run_suite("--adapter", "tests.wrong_adapters:OrderedAsUnorderedInJobs",
+                       "-k", "test_ordered_mode")
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    steps = re.findall(r"^  (?:>>|  )\s+\d+: ", out, re.M)
+    assert 1 <= len(steps) <= 6, out  # shrunk: a handful of steps, not a generated batch

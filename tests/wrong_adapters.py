@@ -6,6 +6,7 @@ adapters they may import `reference`.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -135,3 +136,21 @@ class DeclaresLittle(ReferenceWrapper):
 
     def capabilities(self) -> Mapping[str, str | None]:
         return {"async_io": None, "async_io.ordered": None}
+
+
+class LogsItsBatches(ReferenceWrapper):
+    """Conforms; asks for jobs of 200 schedules and logs the size of every run_batch call to the file
+    named by $BATCH_LOG (the suite must gather the examples' batches into such jobs)."""
+
+    batch_size = 200
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        with open(os.environ["BATCH_LOG"], "a") as fh:
+            fh.write(f"{len(schedules)}\n")
+        return super().run_batch(schedules)
+
+
+class OrderedAsUnorderedInJobs(OrderedAsUnordered):
+    """OrderedAsUnordered that asks for large jobs, so its failures are found in gathered batches."""
+
+    batch_size = 300
