@@ -1,7 +1,7 @@
 """PySparkAdapter: runs a batch of schedules in one Spark job.
 
-The batch becomes a DataFrame `(sid, schedule JSON)`, split over one
-partition per core.  `mapInArrow` runs `run_partition` in each task: it runs every
+The batch becomes a DataFrame `(sid, schedule JSON)` in one partition (or
+`CONFORMANCE_SPARK_PARTITIONS`).  `mapInArrow` runs `run_partition` in each task: it runs every
 schedule on the implementation of its area (adapters/pyspark/runtime.py finds
 `adapters/pyspark/<area>`: virtual clock, scripted outside world) and returns
 `(sid, trace JSON, error)`.
@@ -116,13 +116,17 @@ class PySparkAdapter:
     # 1.5 ms a schedule, so the suite gathers the batches of many examples into one job.
     batch_size = 400
 
-    def __init__(self, store_dir: str | None = None, spark: Any = None):
+    def __init__(self, store_dir: str | None = None, spark: Any = None, partitions: int | None = None):
         if spark is None:  # fail now, in one line, when pyspark or Java is missing
             check_prerequisites()
         root = store_dir or os.environ.get("CONFORMANCE_SPARK_STORE")
         self._owns_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="pyspark-conformance-"))
         self.spark = spark  # None: the process's shared session (adapters/pyspark/session.py)
+        # Tasks per job.  One by default: the suite draws the next schedules on one core while Spark
+        # runs a job on the other, and a round of task failures then costs one task, not two
+        # (bench/conformance.py measures both).
+        self.partitions = partitions or int(os.environ.get("CONFORMANCE_SPARK_PARTITIONS", 1))
         self.task_attempts: dict[int, int] = {}  # schedule index -> Spark task attempt of its trace
 
     def prepare(self) -> None:
@@ -151,9 +155,8 @@ class PySparkAdapter:
             while pending and rounds > 0:
                 rounds -= 1
                 rows = [(i, schedules[i].to_json()) for i in pending]
-                # A local relation is split over the default parallelism without a shuffle: one
-                # job, one stage, one task per core.
-                df = spark.createDataFrame(rows, "sid long, schedule string")
+                # One job, one stage, no shuffle: a local relation, coalesced to `partitions` tasks.
+                df = spark.createDataFrame(rows, "sid long, schedule string").coalesce(self.partitions)
                 for row in df.mapInArrow(task, OUTPUT_SCHEMA).collect():
                     if row["raised"]:  # a bug in the operator: the property fails, with the traceback
                         sid, error = row["sid"], row["raised"]
