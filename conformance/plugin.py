@@ -23,7 +23,11 @@ Markers:
                                      adapter must follow the schedule's completion order.  A property
                                      whose needs the adapter lacks is reported as UNSUPPORTED.
 
-Fixture `conformance` (session scope): the adapter under test and `check(batch)`.
+Fixture `conformance` (session scope): the adapter under test and `check(batch)`.  While a property
+generates its examples, `check` gathers the batches into jobs of the adapter's `batch_size` that run
+in the background; a difference found there is reproduced by replaying the property, so that
+hypothesis shrinks it (`pytest_runtest_call`).  The summary gives the schedules per property, the
+throughput, and a verdict per rule (conformance/verdicts.py).
 """
 
 from __future__ import annotations
