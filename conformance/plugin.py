@@ -84,10 +84,6 @@ class ConformanceFailure(AssertionError):
         self.reproducer = reproducer
 
 
-class AdapterHang(AdapterError):
-    pass
-
-
 @dataclass
 class _Job:
     """One run_batch in a worker thread."""
@@ -136,14 +132,14 @@ class _Gathering:
         if job is None or (not wait and job.worker is not None and job.worker.is_alive()):
             return
         self.job = None
-        try:
+        self.queued.difference_update(job.schedules)
+        try:  # a difference, or a bug of the adapter: found, and reproduced later by the replay
             traces = self.conformance._finish(job)
+            self.conformance.known.update(zip(job.schedules, traces))  # the replay reuses them all
             for schedule, trace in zip(job.schedules, traces):
-                self.conformance.known[schedule] = trace
-                self.queued.discard(schedule)
                 if self.found is None:
                     self.conformance.verify(schedule, trace)
-        except Exception as e:  # a difference, or a bug of the adapter: found, reproduced later
+        except Exception as e:
             self.found = self.found or e
         if self.found is None and len(self.pending) >= max(1, self.size // 4):
             self._launch()
