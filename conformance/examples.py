@@ -225,7 +225,7 @@ class _RuleExamples:
 
     def validate(self, line: int, schedule: Schedule, trace: Trace) -> None:
         """Static validation; a refused configuration must come with the trace `@-1 rejected`."""
-        rejected = [e.event for e in trace.events] == ["rejected"]
+        rejected = trace.rejected
         if any(e.event == "rejected" for e in trace.events) and not rejected:
             raise self.error(line, "`@-1 rejected` must be the only event")
         try:

@@ -195,11 +195,6 @@ class Conformance:
                 out.append((need, reason))
         return out
 
-    def batch_limit(self, max_size: int = DEFAULT_BATCH_SIZE) -> int:
-        """The largest batch one example of a property draws (the suite gathers batches into jobs
-        of the adapter's `batch_size`, so this does not grow with it)."""
-        return max(1, max_size)
-
     def restrict(self, features: Any) -> Any:
         """An area's features without what the adapter cannot run (`features.restrict(caps, order)`)."""
         return features.restrict(self.capabilities(), self.completion_order)
@@ -301,9 +296,6 @@ class _State:
         self.spec = spec
         self.deadline = deadline
         self.conformance: Conformance | None = None
-        self.unsupported: list[tuple[str, str]] = []  # (nodeid, message)
-        self.schedules: dict[str, int] = {}  # nodeid -> schedules run
-        self.rules: dict[str, list[str]] = {}  # nodeid -> rule IDs
         self.results: dict[str, V.ItemResult] = {}  # nodeid -> what it showed (verdicts.py)
         self.batch_size = DEFAULT_BATCH_SIZE  # the adapter's budget hint, read before it is built
         self.areas: list[str] = []
@@ -321,18 +313,14 @@ class _State:
         if "conformance_rules" not in props:
             return
         rules = list(props["conformance_rules"])
-        if "conformance_schedules" in props and report.when == "call":
-            self.schedules[report.nodeid] = int(props["conformance_schedules"])
-            self.rules[report.nodeid] = rules
-            if props.get("conformance_adapter_schedules"):
-                self.seconds += report.duration
-                self.through_adapter += int(props["conformance_adapter_schedules"])
+        if props.get("conformance_adapter_schedules") and report.when == "call":
+            self.seconds += report.duration
+            self.through_adapter += int(props["conformance_adapter_schedules"])
         result = None
         if report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2])
             if UNSUPPORTED in message:
                 reason = message.split(f"{UNSUPPORTED} ", 1)[-1]
-                self.unsupported.append((report.nodeid, reason))
                 result = V.ItemResult(report.nodeid, rules, V.UNSUPPORTED, reason=reason)
         elif report.when == "call" or report.failed:
             failure = props.get("conformance_failure") or {}
@@ -342,6 +330,12 @@ class _State:
                                   failure.get("reproducer"))
         if result is not None and (result.outcome != V.PASSED or report.nodeid not in self.results):
             self.results[report.nodeid] = result
+
+    def ran(self) -> list[V.ItemResult]:
+        return [r for r in self.results.values() if r.outcome != V.UNSUPPORTED]
+
+    def unsupported(self) -> list[V.ItemResult]:
+        return [r for r in self.results.values() if r.outcome == V.UNSUPPORTED]
 
     def verdicts(self) -> list[V.Verdict]:
         return V.verdicts(load_rules(), self.results.values(), self.areas, self.expected_failures)
@@ -566,20 +560,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def _per_property(state: _State) -> dict[str, tuple[int, int, list[str]]]:
     """Counts summed over the cases of a parametrized property: name -> (schedules, cases, rules)."""
     out: dict[str, tuple[int, int, list[str]]] = {}
-    for nodeid, n in state.schedules.items():
-        prop = nodeid.split("[", 1)[0]
+    for result in state.ran():
+        prop = result.nodeid.split("[", 1)[0]
         total, cases, rules = out.get(prop, (0, 0, []))
-        rules += [r for r in state.rules.get(nodeid, []) if r not in rules]
-        out[prop] = (total + n, cases + 1, rules)
+        rules += [r for r in result.rules if r not in rules]
+        out[prop] = (total + result.schedules, cases + 1, rules)
     return out
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_KEY, None)
-    if state is None or not (state.schedules or state.unsupported):
+    if state is None or not state.results:
         return
     tr = terminalreporter
-    if state.schedules:
+    if state.ran():
         tr.section(f"conformance: schedules per property (adapter {state.spec})")
         for prop, (n, cases, rules) in _per_property(state).items():
             shown = ", ".join(rules[:12]) + (f", … ({len(rules)} rules)" if len(rules) > 12 else "")
@@ -590,10 +584,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"throughput: {n} distinct schedules drawn, run by the adapter and checked in "
                           f"{secs:.1f} s, {n / secs:.0f} per second (the wall time of the properties that "
                           f"ran them; the adapter started in {state.startup:.1f} s before them)")
-    if state.unsupported:
+    if state.unsupported():
         tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")
-        for nodeid, message in state.unsupported:
-            tr.write_line(f"{UNSUPPORTED} {nodeid}: {message}")
+        for result in state.unsupported():
+            tr.write_line(f"{UNSUPPORTED} {result.nodeid}: {result.reason}")
     if state.results:
         tr.section(f"conformance: verdicts per rule (adapter {state.spec}; areas {', '.join(state.areas)}"
                    f"{'; strict' if state.strict else ''})")

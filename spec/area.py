@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -58,7 +58,6 @@ class Area:
     # Rules of a configuration the operator enforces itself: a schedule breaking one is not
     # malformed; its trace is the single `rejected` event (spec/schedules.md).
     rejecting_rules: tuple[str, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         bad = [c for c in self.capabilities if not c.startswith(f"{self.name}.")]

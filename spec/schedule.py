@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -304,10 +304,6 @@ def parse_schedule(text: str, validate: bool = True) -> Schedule:
     except json.JSONDecodeError as e:
         raise ScheduleError(None, "SCH-2", f"not JSON: {e}") from None
     return schedule_from_dict(d, validate=validate)
-
-
-def steps_summary(steps: Sequence[Step]) -> str:
-    return "; ".join(f"{i}:{s.op}" for i, s in enumerate(steps))
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ it what every area needs:
   written for a schedule until it takes a checkpoint or an incarnation ends, so most schedules
   never touch the disk;
 * `ScheduleRun`: runs the steps; when an incarnation ends (a crash step, a task failure) it writes
-  a crash marker and raises `InjectedFailure` out of the Spark task.  Spark runs the task again;
+  an `ended` marker and raises `InjectedFailure` out of the Spark task.  Spark runs the task again;
   the new run finds the marker, keeps the events emitted before it, and goes on with the step
   after it (normally a restore, which reads the snapshot back from the store).
 
