@@ -9,6 +9,9 @@ and `@0..99 <event {i}>` stand for runs, `{i}` being the step index.  The tests 
 cases in the same notation, one item a line: `notation(area)` serves them; traces are compared by
 `conformance.checker.compare_scripted`, the suite's own comparison.
 
+An example of a malformed schedule has the one trace line `@3 refused XY-4` (`@config refused …`
+for the configuration): the step and the rule of its refusal.
+
 Examples of rules marked **Untested** are prose and are skipped (their Untested reason says why);
 any other rule whose Example does not parse is an error, so a broken example cannot go unnoticed.
 The examples' traces are written by hand by the spec author: `tests/test_spec_examples.py` checks the
@@ -47,6 +50,9 @@ class Example:
     line: int  # line of the paragraph that holds the schedule
     schedule: Schedule
     trace: Trace
+    # A malformed schedule's example: (step index or None for the configuration, rule) of its
+    # refusal, written as the one trace line `@3 refused XY-4` or `@config refused XY-2`.
+    refusal: tuple[int | None, str] | None = None
 
     @property
     def id(self) -> str:
@@ -76,6 +82,7 @@ _VALUE = r"(?:\{[^}]*\}|\[[^\]]*\]|[^\s=]+)"
 _CONFIG = re.compile(rf"\s*\w+={_VALUE}(?:\s+\w+={_VALUE})*\s*")
 _STEP_CHUNK = re.compile(r"\d+(?:\.\.\d+)?\s+\S.*")
 _RANGE = re.compile(r"(-?\d+)(?:\.\.(\d+))?\s+(.*)")
+_REFUSAL = re.compile(r"@(\d+|config)\s+refused\s+([A-Z]+-\d+)")
 
 
 def expand(text: str) -> list[tuple[int, str]]:
@@ -212,7 +219,8 @@ class _RuleExamples:
             numbers = [n for n, _ in steps]
             if numbers != list(range(len(steps))):
                 raise ValueError(f"steps must be numbered 0, 1, 2… without gaps, not {numbers}")
-            events = _events(self.area, trace_lines)
+            refusal = _REFUSAL.fullmatch(trace_lines[0]) if len(trace_lines) == 1 else None
+            events = [] if refusal else _events(self.area, trace_lines)
             if [e.step for e in events] != sorted(e.step for e in events):
                 raise ValueError("trace lines must be in step order")
             schedule = schedule_from_dict({"area": self.area.name, "config": config,
@@ -220,8 +228,22 @@ class _RuleExamples:
         except (ValueError, TypeError) as e:
             raise self.error(line, str(e)) from None
         trace = Trace(tuple(events))
+        if refusal:
+            where = None if refusal[1] == "config" else int(refusal[1])
+            self.validate_refusal(line, schedule, where, refusal[2])
+            return Example(self.rule, len(self.examples) + 1, self.file, line, schedule, trace,
+                           (where, refusal[2]))
         self.validate(line, schedule, trace)
         return Example(self.rule, len(self.examples) + 1, self.file, line, schedule, trace)
+
+    def validate_refusal(self, line: int, schedule: Schedule, step: int | None, rule: str) -> None:
+        """A malformed schedule's example: static validation refuses it there, or accepts it (the
+        refusal is then dynamic, found by the reference model)."""
+        try:
+            validate_schedule(schedule)
+        except ScheduleError as e:
+            if (e.step, e.rule) != (step, rule):
+                raise self.error(line, f"refused elsewhere: {e}") from None
 
     def validate(self, line: int, schedule: Schedule, trace: Trace) -> None:
         """Static validation; a refused configuration must come with the trace `@-1 rejected`."""

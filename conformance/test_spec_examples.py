@@ -2,7 +2,9 @@
 
 All examples the adapter can run go to the adapter in ONE `run_batch` call (a module-scoped
 fixture); each example is then one test case marked with its rule, compared with the trace written
-in the spec (not with the reference) by the checker of conformance/checker.py.  An example that
+in the spec (not with the reference) by the checker of conformance/checker.py.  An example of a
+malformed schedule is checked without the adapter: the suite refuses it with its step and
+rule.  An example that
 needs a capability the adapter lacks is reported as UNSUPPORTED by the plugin (`needs` marker), with
 the adapter's reason, and is left out of the batch.
 """
@@ -14,13 +16,17 @@ import pytest
 from conformance.checker import compare, format_report, free_checkable
 from conformance.examples import Example, load_examples
 from conformance.plugin import Conformance, ConformanceFailure
-from spec.schedule import Trace, required_capabilities
+from reference import run as reference_run
+from spec.schedule import ScheduleError, Trace, required_capabilities
 
 EXAMPLES = load_examples()
 
 
 def needs(example: Example) -> list[str]:
-    """The capabilities an example needs; "scripted" unless a FREE adapter can be checked on it."""
+    """The capabilities an example needs; "scripted" unless a FREE adapter can be checked on it.
+    None for a malformed schedule's example: the adapter does not run it."""
+    if example.refusal is not None:
+        return []
     caps = set(required_capabilities(example.schedule))
     if not example.rejected and not free_checkable(example.schedule):
         caps.add("scripted")
@@ -35,7 +41,7 @@ def _param(example: Example) -> object:
 @pytest.fixture(scope="module")
 def observed(conformance: Conformance) -> dict[str, Trace]:
     """One run_batch of every example the adapter supports: example id -> observed trace."""
-    runnable = [ex for ex in EXAMPLES if not conformance.missing(needs(ex))]
+    runnable = [ex for ex in EXAMPLES if ex.refusal is None and not conformance.missing(needs(ex))]
     item, conformance.item = conformance.item, None  # each case counts its own schedule below
     try:
         traces = conformance.run_batch([ex.schedule for ex in runnable])
@@ -48,6 +54,11 @@ def observed(conformance: Conformance) -> dict[str, Trace]:
 def test_spec_example(conformance: Conformance, observed: dict[str, Trace], example: Example) -> None:
     """The adapter's trace of a rule's example is the trace the spec writes for it."""
     conformance.count(1)
+    if example.refusal is not None:  # a malformed schedule: refused by the suite, never run
+        with pytest.raises(ScheduleError) as info:
+            reference_run(example.schedule)
+        assert (info.value.step, info.value.rule) == example.refusal, str(info.value)
+        return
     got = observed[example.id]
     mismatch = compare(example.schedule, example.trace, got, conformance.completion_order)
     if mismatch is not None:
