@@ -183,7 +183,10 @@ def test_adapter_declares_everything(spark: Any) -> None:
     a = PySparkAdapter()
     try:
         assert a.name == "pyspark" and a.completion_order == SCRIPTED
-        assert dict(a.capabilities()) == {"async_io": None, **{name: None for name in CAPABILITIES}}
+        from adapters.pyspark import sources
+
+        assert dict(a.capabilities()) == {"async_io": None, **{name: None for name in CAPABILITIES},
+                                          **sources.CAPABILITIES}
     finally:
         a.close()
 

@@ -68,7 +68,9 @@ def test_rendering_is_the_inverse_of_parsing() -> None:
     trace = parse_trace(text)
     assert [render_event(e) for e in trace] == [line.strip() for line in text.strip().splitlines()]
     assert parse_trace("\n".join(map(render_event, trace))) == trace
-    for example in load_examples():  # and every trace written in the spec
+    for example in load_examples():  # and every trace written in spec/async-io.md
+        if example.area != "async_io":
+            continue
         assert parse_trace("\n".join(map(render_event, example.trace))) == example.trace, example.id
 
 

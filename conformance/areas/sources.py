@@ -1,0 +1,390 @@
+"""The conformance part of the sources and failover area: strategies, invariants, and the checker's hooks.
+
+Strategies draw valid schedules step by step while the reference model runs them, so every step is
+valid by construction (SRC-41, SRC-46).  `Features` says which parts of the vocabulary a property
+uses; `Features.restrict` drops what an adapter cannot run.  Every step is one integer drawn by
+hypothesis: shrinking it towards 0 picks the plainest valid step (register, request, poll), and
+shrinking the list removes steps.
+
+The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
+(SCRIPTED); a FREE adapter cannot be checked on them (`free_checkable` is False), so every property
+needs "scripted".
+
+`exactly_once_problems` and `one_place_problems` state SRC-38 and SRC-16 on a trace directly, from
+the schedule alone; the properties hold the oracle's traces to them, so the oracle cannot drift from
+the invariants (an adapter is held to the oracle's traces, and so to them too).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import networkx as nx
+from hypothesis import strategies as st
+
+from conformance.strategies import batches
+from reference.sources import BARRIER, TAKEN, Model
+from spec.adapter import unsupported
+from spec.areas.sources import (
+    AbortStep,
+    AssignStep,
+    BarrierStep,
+    CheckpointStep,
+    CompleteStep,
+    DiscoverStep,
+    EndStep,
+    FailEnumeratorStep,
+    FailStep,
+    PollStep,
+    RegisterStep,
+    RequestStep,
+    RescaleStep,
+    SourcesConfig,
+    task_count,
+)
+from spec.schedule import Event, Schedule, Step, Trace
+
+AREA = "sources"
+
+# --------------------------------------------------------------------------
+# The checker's hooks
+# --------------------------------------------------------------------------
+
+_RULES = {
+    "registered": ("SRC-2", "SRC-5", "SRC-24", "SRC-25", "SRC-28", "SRC-31"),
+    "assigned": ("SRC-8", "SRC-10", "SRC-13", "SRC-24"),
+    "no_more_splits": ("SRC-6", "SRC-9", "SRC-10", "SRC-13", "SRC-32"),
+    "record": ("SRC-39", "SRC-8"),
+    "split_finished": ("SRC-33", "SRC-39"),
+    "end_of_input": ("SRC-32",),
+    "enumerator_checkpoint": ("SRC-11", "SRC-12"),
+    "checkpoint_failed": ("SRC-19",),
+    "reader_checkpoint": ("SRC-15", "SRC-13", "SRC-16"),
+    "committed": ("SRC-17", "SRC-20", "SRC-29", "SRC-38"),
+    "aborted": ("SRC-18", "SRC-20"),
+    "splits_back": ("SRC-21", "SRC-22", "SRC-7", "SRC-11", "SRC-17", "SRC-18"),
+    "reset": ("SRC-35", "SRC-36", "SRC-37"),
+    "global_failover": ("SRC-4", "SRC-27", "SRC-28"),
+    "finished": ("SRC-44",),
+}
+
+
+def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
+    """The rules a divergence in these event kinds concerns (a hint for the report)."""
+    out: list[str] = []
+    for k in kinds:
+        out += [r for r in _RULES.get(k, ()) if r not in out]
+    return tuple(out)
+
+
+def free_checkable(schedule: Schedule) -> bool:
+    """Never: every event of this area is placed by the schedule's steps."""
+    return False
+
+
+FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
+
+
+def order_graph(schedule: Schedule, outputs: Sequence[Event]) -> Any:
+    raise NotImplementedError("sources traces are compared exactly (free_checkable is False)")
+
+
+def output_keys(events: Sequence[Event]) -> list[Any]:
+    raise NotImplementedError("sources traces are compared exactly (free_checkable is False)")
+
+
+# --------------------------------------------------------------------------
+# Invariants stated on a trace (SRC-16, SRC-38), and regions by networkx (SRC-35, SRC-36)
+# --------------------------------------------------------------------------
+
+
+def all_records(schedule: Schedule) -> Counter:
+    """Every record of every split the schedule knows: its configuration's and its discoveries."""
+    sizes = list(schedule.config.splits) + [s.records for s in schedule.steps if isinstance(s, DiscoverStep)]
+    return Counter((split, offset) for split, n in enumerate(sizes) for offset in range(n))
+
+
+def exactly_once_problems(schedule: Schedule, trace: Trace) -> list[str]:
+    """SRC-38: no record committed twice, none that does not exist; after a `finished`, all of them."""
+    committed = Counter(tuple(r) for e in trace.events if e.event == "committed" for r in e.records)
+    known = all_records(schedule)
+    problems = [f"record s{s}:{o} committed {n} times" for (s, o), n in sorted(committed.items()) if n > 1]
+    problems += [f"record s{s}:{o} does not exist" for (s, o) in sorted(committed) if (s, o) not in known]
+    if any(e.event == "finished" for e in trace.events):
+        problems += [f"record s{s}:{o} never committed" for (s, o) in sorted(known)
+                     if (s, o) not in committed]
+    return problems
+
+
+def one_place_problems(schedule: Schedule, trace: Trace) -> list[str]:
+    """SRC-16, its duplication half: no split is in two snapshots of one checkpoint (the enumerator's
+    and the readers'), and every split in one exists.  Its loss half shows at the end of a bounded
+    job: a split in no snapshot is lost by a restore, and `exactly_once_problems` finds its records
+    never committed."""
+    known = {split for split, _ in all_records(schedule)} | set(range(len(schedule.config.splits)))
+    discovered = sum(isinstance(s, DiscoverStep) for s in schedule.steps)
+    known |= set(range(len(schedule.config.splits) + discovered))
+    places: dict[int, Counter] = {}
+    for e in trace.events:
+        if e.event == "enumerator_checkpoint":
+            places[e.id] = Counter(e.splits)
+        elif e.event == "reader_checkpoint":
+            places.setdefault(e.id, Counter()).update(split for split, _ in e.splits)
+    problems = []
+    for cid, counts in sorted(places.items()):
+        problems += [f"checkpoint {cid}: split s{s} is in {n} snapshots"
+                     for s, n in sorted(counts.items()) if n > 1]
+        problems += [f"checkpoint {cid}: split s{s} does not exist" for s in sorted(counts) if s not in known]
+    return problems
+
+
+def networkx_restart_set(config: SourcesConfig, failed: int, lost: Sequence[int]) -> list[int]:
+    """SRC-35, SRC-36 computed with networkx, independently of the reference model: regions are the
+    connected components of the pipelined edges, merged along the strongly connected components of
+    the graph of regions; the restart set is closed under 'consumer of a restarted region' and
+    'producer of a lost input of a restarted region'."""
+    n = task_count(config)
+    pipelined = nx.Graph()
+    pipelined.add_nodes_from(range(n))
+    pipelined.add_edges_from(tuple(e) for e in config.pipelined)
+    components = list(nx.connected_components(pipelined))
+    comp_of = {t: i for i, c in enumerate(components) for t in c}
+    between = nx.DiGraph()
+    between.add_nodes_from(range(len(components)))
+    between.add_edges_from((comp_of[u], comp_of[v]) for u, v in config.blocking if comp_of[u] != comp_of[v])
+    region_of = {}
+    for scc in nx.strongly_connected_components(between):
+        region = frozenset(t for c in scc for t in components[c])
+        region_of.update({t: region for t in region})
+    deps = nx.DiGraph()  # region -> region that must restart with it
+    deps.add_nodes_from(set(region_of.values()))
+    for u, v in config.blocking:
+        ru, rv = region_of[u], region_of[v]
+        if ru != rv:
+            deps.add_edge(ru, rv)  # a consumer restarts with its producer
+            if u in lost:
+                deps.add_edge(rv, ru)  # a lost input's producer restarts with its consumer
+    start = region_of[failed]
+    return sorted(t for r in {start} | nx.descendants(deps, start) for t in r)
+
+
+# --------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Features:
+    """Which parts of the vocabulary a strategy uses."""
+
+    max_readers: int = 3
+    max_splits: int = 4
+    max_records: int = 3
+    checkpoints: bool = False
+    silent: bool = False  # completions without notification (SRC-22, SRC-29)
+    reader_failures: bool = False
+    global_failures: bool = False  # fail_enumerator, and pushes to unregistered readers (SRC-4)
+    rescale: bool = False
+    unbounded: bool = False  # unbounded sources only
+    graph: bool = False  # a job graph around the readers
+    end: bool = True  # bounded schedules may end with `end`
+    always_end: bool = False  # bounded schedules always end with `end`
+    polls: int = 4  # the weight of `poll` steps (lower: readers own more unfinished splits)
+    max_steps: int = 16
+
+    def restrict(self, capabilities: Mapping[str, str | None], completion_order: str) -> Features:
+        """These features without the ones the adapter does not support."""
+        ok = lambda cap: unsupported(capabilities, f"sources.{cap}") is None  # noqa: E731
+        return replace(self, checkpoints=self.checkpoints and ok("checkpoint"),
+                       silent=self.silent and ok("checkpoint"),
+                       reader_failures=self.reader_failures and ok("reader_failover"),
+                       global_failures=self.global_failures and ok("global_failover"),
+                       rescale=self.rescale and ok("rescale") and ok("global_failover"),
+                       unbounded=self.unbounded and ok("unbounded"),
+                       graph=self.graph and ok("region_failover"))
+
+
+CONFIG_BITS = st.integers(0, 2**32 - 1)
+# About fifteen steps on average (a flat list averages five), each one integer.
+STEP_BITS = st.lists(st.lists(st.integers(0, 2**20 - 1), min_size=1, max_size=10), min_size=1, max_size=5)
+
+
+def _bits(n: int, first: int, count: int) -> int:
+    return (n >> first) & ((1 << count) - 1)
+
+
+def config_of(n: int, f: Features) -> SourcesConfig:
+    """A configuration from 32 bits: 0-1 readers, 2-4 how many splits, 5-16 their sizes, 17-31 the graph."""
+    readers = 1 + _bits(n, 0, 2) % f.max_readers
+    count = _bits(n, 2, 3) % (f.max_splits + 1)
+    splits = tuple(_bits(n, 5 + 3 * i, 3) % (f.max_records + 1) for i in range(count))
+    if not f.graph:
+        return SourcesConfig(readers=readers, splits=splits, bounded=not f.unbounded)
+    tasks = 1 + _bits(n, 17, 2) % 3
+    pipelined, blocking = [], []
+    pairs = [(u, v) for v in range(readers + tasks) for u in range(v)]
+    for i, (u, v) in enumerate(pairs):
+        kind = _bits(n, 19 + 2 * (i % 6), 2) if i < 6 else _bits(n >> i, 19, 2)
+        if kind == 1:
+            pipelined.append((u, v))
+        elif kind == 2:
+            blocking.append((u, v))
+    return SourcesConfig(readers=readers, splits=splits, bounded=not f.unbounded, tasks=tasks,
+                         pipelined=tuple(pipelined), blocking=tuple(blocking))
+
+
+class _Drawing:
+    """One schedule being drawn: the model, and the steps so far."""
+
+    def __init__(self, f: Features, config: SourcesConfig):
+        self.f, self.config = f, config
+        self.model = Model(config)
+        self.steps: list[Step] = []
+        self.next_id = 1
+
+    def apply(self, s: Step) -> None:
+        self.model.apply(len(self.steps), s)
+        self.steps.append(s)
+
+    def options(self) -> list[tuple[int, Any]]:
+        """(weight, step or step factory) of every valid next step; the plainest first."""
+        m, f = self.model, self.f
+        readers = range(m.parallelism)
+        registered = [r for r in readers if m.readers[r].registered]
+        unregistered = [r for r in readers if not m.readers[r].registered]
+        out: list[tuple[int, Any]] = []
+        out += [(8, RegisterStep(r)) for r in unregistered]
+        out += [(4, RequestStep(r)) for r in registered]
+        out += [(f.polls, lambda n, r=r: PollStep(r, 1 + n % 3)) for r in registered]
+        out += [(1, AssignStep(r)) for r in (readers if f.global_failures else registered)]
+        if not self.config.bounded:
+            out.append((2, lambda n: DiscoverStep(n % (f.max_records + 1))))
+        if f.checkpoints:
+            if m.valve is not None:
+                out.append((10, BarrierStep(m.valve)))
+            elif not unregistered:
+                out.append((6, lambda n: CheckpointStep(self.next_id, fails=n % 8 == 0)))
+            last = m.last_completed if m.last_completed is not None else -1
+            for cid, cp in m.checkpoints.items():
+                if cp.state == BARRIER and cid > last:
+                    out.append((10, lambda n, c=cid: CompleteStep(c, notify=not (f.silent and n % 3 == 0))))
+                if cp.state in (TAKEN, BARRIER):
+                    out.append((3, AbortStep(cid)))
+        if f.reader_failures or f.graph:
+            tasks = registered + list(range(m.parallelism, m.parallelism + self.config.tasks))
+            producers = sorted({e[0] for e in self.config.blocking})
+            out += [(1, lambda n, t=t: FailStep(t, tuple(p for i, p in enumerate(producers) if n >> i & 1)))
+                    for t in tasks]
+        if f.global_failures:
+            out.append((1, FailEnumeratorStep()))
+        if f.rescale and not self.config.has_graph:
+            out.append((3, lambda n: RescaleStep(1 + n % f.max_readers)))
+        return out
+
+    def step(self, n: int) -> Step:
+        options = self.options()
+        total = sum(w for w, _ in options)
+        pick = n % total
+        for weight, option in options:
+            if pick < weight:
+                return option(n >> 8) if callable(option) else option  # type: ignore[no-any-return]
+            pick -= weight
+        raise AssertionError("unreachable")
+
+    def finish(self, end: bool) -> None:
+        """Close the schedule with `end` (a pending barrier passes first)."""
+        if not end:
+            return
+        if self.model.valve is not None:
+            self.apply(BarrierStep(self.model.valve))
+        self.apply(EndStep())
+
+
+@st.composite
+def schedules(draw: Any, f: Features, config: SourcesConfig | None = None) -> Schedule:
+    """A valid sources schedule using the features."""
+    if config is None:
+        config = config_of(draw(CONFIG_BITS), f)
+    d = _Drawing(f, config)
+    for n in [n for chunk in draw(STEP_BITS) for n in chunk][: f.max_steps]:
+        s = d.step(n)
+        if isinstance(s, CheckpointStep):
+            d.next_id += 1
+        d.apply(s)
+    end = config.bounded and f.end and (f.always_end or draw(st.booleans()))
+    d.finish(end)
+    return Schedule(AREA, config, tuple(d.steps))
+
+
+def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:
+    return batches(schedules(f), max_size)
+
+
+# --------------------------------------------------------------------------
+# Malformed schedules (SRC-40..SRC-46 and the shared SCH rules)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A malformed schedule as JSON data, and where and why it must be refused."""
+
+    data: dict[str, Any]
+    step: int | None
+    rule: str
+    how: str
+
+
+def _with(base: Schedule, config: dict[str, Any] | None = None,
+          steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    d = base.to_dict()
+    if config is not None:
+        d["config"].update(config)
+    if steps is not None:
+        d["steps"] = steps
+    return d
+
+
+@st.composite
+def malformed_schedules(draw: Any) -> Malformed:
+    """A valid schedule broken in one way that names its rule and its step."""
+    f = Features(checkpoints=True, reader_failures=True, max_steps=8, end=False)
+    base: Schedule = draw(schedules(f))
+    steps = base.to_dict()["steps"]
+    n = len(steps)
+    readers = base.config.readers
+    kind = draw(st.sampled_from(("negative split", "unknown reader", "unregistered request",
+                                 "bounded discovery", "cycle", "end in the middle", "rescaled graph",
+                                 "complete never taken",
+                                 "duplicate checkpoint", "unknown op")))
+    if kind == "negative split":
+        return Malformed(_with(base, {"splits": [*base.config.splits, -1]}), None, "SRC-40", kind)
+    if kind == "unknown reader":
+        bad = {"op": "poll", "reader": readers, "records": 1}
+        return Malformed(_with(base, steps=[*steps, bad]), n, "SRC-41", kind)
+    if kind == "unregistered request":
+        return Malformed(_with(base, steps=[{"op": "request", "reader": 0}, *steps]), 0, "SRC-41", kind)
+    if kind == "bounded discovery":
+        return Malformed(_with(base, steps=[*steps, {"op": "discover", "records": 1}]), n, "SRC-42", kind)
+    if kind == "cycle":
+        t = readers
+        return Malformed(_with(base, {"tasks": 2, "pipelined": [[t, t + 1]], "blocking": [[t + 1, t]]}),
+                         None, "SRC-43", kind)
+    if kind == "end in the middle":
+        return Malformed(_with(base, steps=[{"op": "end"}, {"op": "register", "reader": 0}]), 0, "SRC-44",
+                         kind)
+    if kind == "rescaled graph":
+        return Malformed(_with(base, {"tasks": 1}, steps=[{"op": "rescale", "readers": 2}]), 0, "SRC-45",
+                         kind)
+    if kind == "complete never taken":
+        return Malformed(_with(base, steps=[*steps, {"op": "complete", "id": 1000, "notify": True}]), n,
+                         "SRC-46", kind)
+    if kind == "duplicate checkpoint":
+        ids = [s["id"] for s in steps if s["op"] == "checkpoint"]
+        if ids:
+            again = {"op": "checkpoint", "id": ids[0], "fails": False}
+            return Malformed(_with(base, steps=[*steps, again]), n, "SCH-5", kind)
+    return Malformed(_with(base, steps=[*steps, {"op": "record", "value": 1}]), n, "SCH-1", "unknown op")

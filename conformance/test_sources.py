@@ -1,0 +1,148 @@
+"""The conformance suite for sources and failover (spec/sources.md).
+
+Each property names the rules it checks.  It draws a batch of schedules, runs the whole batch
+through the adapter once (`conformance.check`), and compares every trace with the reference trace
+exactly (conformance/checker.py).  Features the adapter does not support are left out of the drawn
+schedules; a property whose core the adapter does not support is reported as UNSUPPORTED.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance.areas.sources import (
+    Features,
+    Malformed,
+    exactly_once_problems,
+    feature_batches,
+    malformed_schedules,
+    networkx_restart_set,
+    one_place_problems,
+)
+from conformance.plugin import Conformance
+from conformance.strategies import batches
+from reference import expected_trace
+from reference import run as reference_run
+from spec.areas.sources import FailStep
+from spec.schedule import ScheduleError, schedule_from_dict
+
+pytestmark = pytest.mark.area("sources")
+
+
+def check(conformance: Conformance, data: st.DataObject, f: Features, max_size: int = 12) -> None:
+    batch = data.draw(feature_batches(conformance.restrict(f), max_size), label="batch")
+    conformance.check(batch)
+
+
+@pytest.mark.rule("SRC-6", "SRC-8", "SRC-9", "SRC-10", "SRC-32", "SRC-33", "SRC-39", "SRC-44")
+@pytest.mark.needs("scripted")
+@given(data=st.data())
+def test_assignment_and_reading(conformance: Conformance, data: st.DataObject) -> None:
+    """Pull-based assignment in queue order, NoMoreSplits, reading one split at a time, end of input."""
+    check(conformance, data, Features(max_steps=20))
+
+
+@pytest.mark.rule("SRC-11", "SRC-12", "SRC-13", "SRC-15", "SRC-17", "SRC-18", "SRC-19")
+@pytest.mark.needs("sources.checkpoint", "scripted")
+@given(data=st.data())
+def test_checkpoints(conformance: Conformance, data: st.DataObject) -> None:
+    """The tracker's buckets, the enumerator's and readers' snapshots, the valve, completion and abort."""
+    check(conformance, data, Features(checkpoints=True, max_steps=24))
+
+
+@pytest.mark.rule("SRC-2", "SRC-7", "SRC-11", "SRC-17", "SRC-18", "SRC-20", "SRC-21", "SRC-22", "SRC-23",
+                  "SRC-24", "SRC-25", "SRC-38")
+@pytest.mark.needs("sources.checkpoint", "sources.reader_failover", "scripted")
+@given(data=st.data())
+def test_reader_failover(conformance: Conformance, data: st.DataObject) -> None:
+    """A failed reader is reset to the restore point: the splits assigned after it go back, in order,
+    and its sink drops what it had not committed; the tracker's buckets show in what comes back."""
+    check(conformance, data, Features(checkpoints=True, silent=True, reader_failures=True, max_steps=24))
+
+
+@pytest.mark.rule("SRC-4", "SRC-5", "SRC-27", "SRC-28", "SRC-29")
+@pytest.mark.needs("sources.checkpoint", "sources.global_failover", "scripted")
+@given(data=st.data())
+def test_global_failover(conformance: Conformance, data: st.DataObject) -> None:
+    """Enumerator failures and assignments to unregistered readers restart everything from the
+    restore point."""
+    check(conformance, data, Features(checkpoints=True, silent=True, global_failures=True, max_steps=24))
+
+
+@pytest.mark.rule("SRC-31")
+@pytest.mark.needs("sources.checkpoint", "sources.rescale", "scripted")
+@given(data=st.data())
+def test_rescale(conformance: Conformance, data: st.DataObject) -> None:
+    """A restart with another parallelism redistributes the readers' splits evenly."""
+    check(conformance, data, Features(checkpoints=True, rescale=True, max_splits=6, max_records=5, polls=1,
+                                      max_steps=30))
+
+
+@pytest.mark.rule("SRC-42")
+@pytest.mark.needs("sources.unbounded", "scripted")
+@given(data=st.data())
+def test_unbounded_sources(conformance: Conformance, data: st.DataObject) -> None:
+    """Splits discovered over time; requests with nothing to assign stay unanswered."""
+    check(conformance, data, Features(unbounded=True, checkpoints=True, reader_failures=True,
+                                      global_failures=True, max_steps=24))
+
+
+@pytest.mark.rule("SRC-35", "SRC-36", "SRC-37")
+@pytest.mark.needs("sources.region_failover", "scripted")
+@given(data=st.data())
+def test_region_failover(conformance: Conformance, data: st.DataObject) -> None:
+    """The tasks a failure restarts (checked against a networkx computation of the regions), and the
+    regional reset of the readers among them."""
+    f = Features(graph=True, checkpoints=True, max_steps=20)
+    batch = data.draw(feature_batches(conformance.restrict(f)), label="batch")
+    for schedule in batch:
+        resets = iter(e.tasks for e in expected_trace(schedule).events if e.event == "reset")
+        for s in schedule.steps:
+            if isinstance(s, FailStep):
+                want = networkx_restart_set(schedule.config, s.task, s.lost)
+                assert list(next(resets)) == want, (
+                    f"{s}: the oracle disagrees with networkx\n{schedule.to_json()}")
+    conformance.check(batch)
+
+
+@pytest.mark.rule("SRC-16", "SRC-38")
+@pytest.mark.needs("sources.checkpoint", "sources.reader_failover", "sources.global_failover", "scripted")
+@given(data=st.data())
+def test_exactly_once(conformance: Conformance, data: st.DataObject) -> None:
+    """Under reader and enumerator failures, aborts and rescales, no split is in two places of a
+    checkpoint, and the sinks commit every record exactly once by the end (both stated on the
+    oracle's traces from the schedule alone, then the adapter's traces compared with the oracle's)."""
+    f = Features(checkpoints=True, silent=True, reader_failures=True, global_failures=True, rescale=True,
+                 always_end=True, max_steps=30)
+    batch = data.draw(feature_batches(conformance.restrict(f)), label="batch")
+    for schedule in batch:
+        trace = expected_trace(schedule)
+        problems = exactly_once_problems(schedule, trace) + one_place_problems(schedule, trace)
+        assert not problems, f"the oracle breaks SRC-16/SRC-38: {problems}\n{schedule.to_json()}"
+    conformance.check(batch)
+
+
+# --------------------------------------------------------------------------
+# The area's schedule rules (reference level: the adapter is not involved)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.rule("SRC-40", "SRC-41", "SRC-42", "SRC-43", "SRC-44", "SRC-45", "SRC-46")
+@given(data=st.data())
+def test_malformed_schedules_are_refused(conformance: Conformance, data: st.DataObject) -> None:
+    """A malformed sources schedule raises ScheduleError naming the step (or the configuration) and
+    the rule."""
+    cases: list[Malformed] = data.draw(batches(malformed_schedules(), 8, key=lambda m: repr(m.data)),
+                                       label="cases")
+    conformance.count(len(cases))
+    for case in cases:
+        where = "the configuration" if case.step is None else f"step {case.step}"
+        try:
+            reference_run(schedule_from_dict(case.data))
+        except ScheduleError as e:
+            assert (e.rule, e.step) == (case.rule, case.step), (
+                f"{case.how}: expected {case.rule} at {where}, got: {e}")
+        else:
+            pytest.fail(f"{case.how}: not refused; expected ScheduleError {case.rule} at {where}")
