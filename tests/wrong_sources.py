@@ -1,0 +1,215 @@
+"""Deliberately wrong adapters of the sources area, to show that the suite catches them
+(tests/test_wrong_sources.py).
+
+Each runs the reference model with one rule broken (a subclass of `reference.sources.Model`); they
+are test doubles, so unlike real adapters they may import `reference`.  Schedules of other areas go
+to the reference unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import reference
+from adapters.reference import ReferenceAdapter
+from reference.sources import Model
+from spec.adapter import SCRIPTED
+from spec.area import all_capabilities
+from spec.areas.sources import RegisterStep
+from spec.schedule import Event, Schedule, ScheduleError, Trace, validate_schedule
+
+
+class WrongSources:
+    """Runs sources schedules on `model` (a broken Model), the rest on the reference."""
+
+    completion_order = SCRIPTED
+    model: type[Model] = Model
+
+    def __init__(self) -> None:
+        self.name = type(self).__name__
+        self.inner = ReferenceAdapter()
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        return {c: None for c in all_capabilities()}
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        return [self.run(s) for s in schedules]
+
+    def run(self, schedule: Schedule) -> Trace:
+        if schedule.area != "sources":
+            return reference.expected_trace(schedule)
+        validate_schedule(schedule)
+        model = self.model(schedule.config)
+        events: list[Event] = []
+        try:
+            for i, s in enumerate(schedule.steps):
+                events += model.apply(i, s)
+        except ScheduleError:  # the broken model is lost: the trace stops there
+            pass
+        return Trace(tuple(events))
+
+    def close(self) -> None:
+        pass
+
+
+class _ReturnsRestoredSplits(Model):
+    def take_back(self, r, restored):  # type: ignore[no-untyped-def]
+        back = super().take_back(r, None)  # every tracked split, whatever the restore point ...
+        # ... and the splits of its restored state
+        return back + [split for split, _ in self.restored_state(r) if split not in back]
+
+
+class ReturnsRestoredSplits(WrongSources):
+    """A reset returns every split of the failed reader, those in its restored state too (breaks SRC-21,
+    SRC-22)."""
+
+    model = _ReturnsRestoredSplits
+
+
+class _ForgetsBucketOnAbort(Model):
+    def abort(self, s):  # type: ignore[no-untyped-def]
+        self.tracker.pop(s.id, None)
+        super().abort(s)
+
+
+class ForgetsBucketOnAbort(WrongSources):
+    """An aborted checkpoint drops the assignments tracked under it (breaks SRC-18)."""
+
+    model = _ForgetsBucketOnAbort
+
+
+class _ReturnedOnlyOnAddReader(Model):
+    def __init__(self, config):  # type: ignore[no-untyped-def]
+        super().__init__(config)
+        self.kept: dict[int, list[int]] = {}
+
+    def fail(self, s):  # type: ignore[no-untyped-def]
+        before = list(self.queue)
+        super().fail(s)
+        back = self.queue[len(before):]
+        self.queue = before
+        for r in range(self.parallelism):
+            for e in self.out:
+                if e.event == "splits_back" and e.reader == r:
+                    self.kept.setdefault(r, []).extend(x for x in e.splits if x in back)
+
+    def register(self, r):  # type: ignore[no-untyped-def]
+        super().register(r)
+        for split in self.kept.pop(r, []):  # handed out in addReader only
+            self.queue.insert(0, split)
+            self.assign(r)
+
+
+class ReturnedOnlyOnAddReader(WrongSources):
+    """Returned splits are handed out only when their reader registers again (breaks SRC-24)."""
+
+    model = _ReturnedOnlyOnAddReader
+
+
+class _EndsBeforeNoMoreSplits(Model):
+    def maybe_end(self, r):  # type: ignore[no-untyped-def]
+        reader = self.readers[r]
+        if not reader.splits and not reader.ended and any(e.event == "split_finished" and e.reader == r
+                                                          for e in self.out):
+            reader.ended = True
+            self.emit("end_of_input", reader=r)
+        else:
+            super().maybe_end(r)
+
+
+class EndsBeforeNoMoreSplits(WrongSources):
+    """A reader that finished its last split reports END_OF_INPUT without waiting for NoMoreSplits
+    (breaks SRC-32)."""
+
+    model = _EndsBeforeNoMoreSplits
+
+
+class _RestoresRegistry(Model):
+    def global_failover(self, cause, parallelism=None):  # type: ignore[no-untyped-def]
+        registered = {r for r, reader in enumerate(self.readers) if reader.registered}
+        super().global_failover(cause, parallelism)
+        for r in registered:
+            if r < self.parallelism:
+                self.readers[r].registered = True
+
+    def register(self, r):  # type: ignore[no-untyped-def]
+        self.readers[r].registered = False
+        super().register(r)
+
+    def running(self, r, s):  # type: ignore[no-untyped-def]
+        if not isinstance(s, RegisterStep):
+            super().running(r, s)
+
+
+class RestoresRegistry(WrongSources):
+    """A global failover keeps the reader registry, so a push to a reader that has not registered
+    again succeeds (breaks SRC-5, SRC-4)."""
+
+    model = _RestoresRegistry
+
+
+class _NoValve(Model):
+    def send(self, r, kind, split=None):  # type: ignore[no-untyped-def]
+        self.deliver(r, kind, split)
+
+
+class NoValve(WrongSources):
+    """Events reach the readers at once, even between a coordinator checkpoint and the readers'
+    snapshots (breaks SRC-13)."""
+
+    model = _NoValve
+
+
+class _RoundRobinRescale(Model):
+    def redistribute(self, cp):  # type: ignore[no-untyped-def]
+        if cp.parallelism == self.parallelism:
+            return super().redistribute(cp)
+        union = [p for r in range(cp.parallelism) for p in cp.readers.get(r, [])]
+        return [union[r::self.parallelism] for r in range(self.parallelism)]
+
+
+class RoundRobinRescale(WrongSources):
+    """A rescale deals the splits round-robin instead of in contiguous parts (breaks SRC-31)."""
+
+    model = _RoundRobinRescale
+
+
+class _RestartsEverything(Model):
+    def fail(self, s):  # type: ignore[no-untyped-def]
+        if not self.config.has_graph:
+            return super().fail(s)
+        config = self.config
+        n = config.readers + config.tasks
+        everything = tuple((u, v) for v in range(n) for u in range(v))
+        self.config = type(config)(readers=config.readers, splits=config.splits, bounded=config.bounded,
+                                   tasks=config.tasks, pipelined=everything)
+        try:
+            super().fail(s)
+        finally:
+            self.config = config
+
+
+class RestartsEverything(WrongSources):
+    """Any task failure in a job graph restarts every task (breaks SRC-36)."""
+
+    model = _RestartsEverything
+
+
+class _UncommittedOnFailure(Model):
+    def fail(self, s):  # type: ignore[no-untyped-def]
+        kept = {r: list(self.readers[r].pending) for r in range(self.parallelism)}
+        super().fail(s)
+        for r, records in kept.items():  # the failed attempt's output is kept and committed later
+            if records and not self.readers[r].registered:
+                self.readers[r].pending = records
+
+
+class KeepsUncommittedOutput(WrongSources):
+    """A failed reader's sink keeps the records it emitted after the restore point (breaks SRC-20, SRC-38)."""
+
+    model = _UncommittedOnFailure
+
+
+__all__ = ["EndsBeforeNoMoreSplits", "ForgetsBucketOnAbort", "KeepsUncommittedOutput", "NoValve",
+           "RestartsEverything", "RestoresRegistry", "ReturnedOnlyOnAddReader",
+           "ReturnsRestoredSplits", "RoundRobinRescale"]
