@@ -549,9 +549,9 @@ def _never_taken(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
 
 
 def _after_end(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
+    if not d.model.alive:  # after a crash the next step must be a restore (SCH-7), even after end
+        d.apply(RestoreStep(None, None))
     if not d.ended:
-        if not d.model.alive:
-            d.apply(RestoreStep(None, None))
         d.apply(EndStep())
     return dict(_RECORD), "SCH-6", "a record after end of input"
 
