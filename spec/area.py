@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -39,6 +40,28 @@ class Notation:
     parse_step: Callable[[str], dict[str, Any]]
     parse_event: Callable[[int, str], Event]
     render_event: Callable[[Event], str]
+
+
+_INT_LIST = re.compile(r"\[\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\]")
+
+
+def int_list(text: str) -> list[int]:
+    """`[1, -2]` -> [1, -2]: a list of integers in an example's notation."""
+    if not _INT_LIST.fullmatch(text):
+        raise ValueError(f"not a list of integers: {text!r}")
+    return [int(v) for v in re.findall(r"-?\d+", text)]
+
+
+def template_renderer(formats: Mapping[str, str],
+                      field_text: Callable[[str, Any], str]) -> Callable[[Event], str]:
+    """A `render_event` from one template per event kind (`"emit {record} {value}"`) and the text of
+    each field (`field_text(name, value)`): the event with its step, `@2 emit r0 10`."""
+
+    def render_event(e: Event) -> str:
+        texts = {name: field_text(name, v) for name, v in zip(e.kind.fields, e.data)}
+        return f"@{e.step} " + formats[e.event].format(**texts)
+
+    return render_event
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, Notation
+from spec.area import Area, Notation, int_list, template_renderer
 from spec.schedule import (
     CHECKPOINT,
     CRASH,
@@ -248,13 +248,6 @@ def required_capabilities(schedule: Schedule) -> frozenset[str]:
 
 _VALUE = r"(?:\{[^}]*\}|\[[^\]]*\]|[^\s=]+)"
 _CONFIG_ITEM = re.compile(rf"(\w+)=({_VALUE})")
-_INT_LIST = re.compile(r"\[\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\]")
-
-
-def _int_list(text: str) -> list[int]:
-    if not _INT_LIST.fullmatch(text):
-        raise ValueError(f"not a list of integers: {text!r}")
-    return [int(v) for v in re.findall(r"-?\d+", text)]
 
 
 def _retry(text: str) -> dict[str, Any]:
@@ -283,7 +276,7 @@ def parse_config(text: str) -> dict[str, Any]:
         if key in ("capacity", "timeout"):
             out[key] = int(value)
         elif key == "timeout_result":
-            out[key] = _int_list(value)
+            out[key] = int_list(value)
         elif key == "retry":
             out[key] = _retry(value)
         elif key in ("mode", "on_timeout"):
@@ -315,7 +308,7 @@ def parse_step(text: str) -> dict[str, Any]:
     if op == "complete" and n >= 2:
         result = text.split(None, 2)[2].strip()
         return {"op": op, "record": _record_ref(args[0]),
-                "result": None if result == "null" else _int_list(result)}
+                "result": None if result == "null" else int_list(result)}
     if op == "error" and n == 1:
         return {"op": op, "record": _record_ref(args[0])}
     if op == "advance" and n == 1:
@@ -402,10 +395,8 @@ def _field_text(name: str, value: Any) -> str:
     return "-" if value is None else str(value)  # a timestamp may be absent
 
 
-def render_event(e: Event) -> str:
-    """An event in the notation, with its step (`@2 emit r0 10 ts=-`): the inverse of parse_event."""
-    fields_ = {name: _field_text(name, v) for name, v in zip(e.kind.fields, e.data)}
-    return f"@{e.step} " + _EVENT_FORMATS[e.event].format(**fields_)
+# An event in the notation, with its step: the inverse of parse_event.
+render_event = template_renderer(_EVENT_FORMATS, _field_text)
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, Notation
+from spec.area import Area, Notation, int_list, template_renderer
 from spec.schedule import CHECKPOINT, END, MARKER, OUTPUT, Event, EventKind, Schedule, ScheduleError, Step
 
 NON_NEGATIVE = {"min": 0}
@@ -299,12 +299,6 @@ def required_capabilities(schedule: Schedule) -> frozenset[str]:
 _CONFIG_ITEM = re.compile(r"(\w+)=(\[[^\]]*\]|[^\s=]+)")
 
 
-def _ints(text: str) -> list[int]:
-    if not re.fullmatch(r"\[\s*(-?\d+(\s*,\s*-?\d+)*)?\s*\]", text):
-        raise ValueError(f"not a list of integers: {text!r}")
-    return [int(v) for v in re.findall(r"-?\d+", text)]
-
-
 def _edges(text: str) -> list[list[int]]:
     """`[0>2, 1>2]` -> [[0, 2], [1, 2]]."""
     items = [i.strip() for i in text.strip("[]").split(",") if i.strip()]
@@ -322,7 +316,7 @@ def parse_config(text: str) -> dict[str, Any]:
         if key in ("readers", "tasks"):
             out[key] = int(value)
         elif key == "splits":
-            out[key] = _ints(value)
+            out[key] = int_list(value)
         elif key == "bounded" and value in ("yes", "no"):
             out[key] = value == "yes"
         elif key in ("pipelined", "blocking"):
@@ -366,7 +360,7 @@ def parse_step(text: str) -> dict[str, Any]:
         if n == 2:
             if not args[1].startswith("lost="):
                 raise ValueError(f"fail takes lost=[...], not {args[1]!r}")
-            step["lost"] = _ints(args[1][5:])
+            step["lost"] = int_list(args[1][5:])
         return step
     if op in ("fail_enumerator", "end") and n == 0:
         return {"op": op}
@@ -465,10 +459,8 @@ _EVENT_FORMATS = {
 }
 
 
-def render_event(e: Event) -> str:
-    """An event in the notation with its step: the inverse of parse_event."""
-    fields_ = {name: _text(name, v) for name, v in zip(e.kind.fields, e.data)}
-    return f"@{e.step} " + _EVENT_FORMATS[e.event].format(**fields_)
+# An event in the notation, with its step: the inverse of parse_event.
+render_event = template_renderer(_EVENT_FORMATS, _text)
 
 
 # --------------------------------------------------------------------------
