@@ -1,4 +1,5 @@
-"""Strategies shared by every area: a batch of schedules for one `run_batch` call.
+"""Strategies shared by every area: a batch of schedules for one `run_batch` call, and malformed
+schedules with the refusal they must meet.
 
 An example of a property is a *batch*, a list of schedules, because adapters run batches;
 hypothesis shrinks a failing batch down to the one schedule that fails.  Each area's own strategies
@@ -7,10 +8,14 @@ live in conformance/areas/<area>.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
+
+from reference import run as reference_run
+from spec.schedule import ScheduleError, schedule_from_dict
 
 T = TypeVar("T")
 
@@ -26,3 +31,37 @@ def batches(schedule_strategy: st.SearchStrategy[T], max_size: int = 12,
     """
     return st.integers(1, max(1, max_size)).flatmap(
         lambda n: st.lists(schedule_strategy, min_size=n, max_size=n, unique_by=key))
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A malformed schedule as JSON data, and where and why it must be refused."""
+
+    data: dict[str, Any]
+    step: int | None  # None: the configuration or the schedule as a whole
+    rule: str
+    how: str  # what was done to a valid schedule
+
+
+def malformed_batches(strategy: st.SearchStrategy[Malformed],
+                      max_size: int = 8) -> st.SearchStrategy[list[Malformed]]:
+    """A batch of distinct malformed schedules."""
+    return batches(strategy, max_size, key=lambda m: repr(m.data))
+
+
+def refusal_problems(cases: Sequence[Malformed]) -> list[str]:
+    """How the oracle's validation misses each case: not refused, or refused at another step or by
+    another rule, or with a message that does not name them."""
+    problems = []
+    for case in cases:
+        where = "the configuration" if case.step is None else f"step {case.step}"
+        try:
+            reference_run(schedule_from_dict(case.data))
+        except ScheduleError as e:
+            if (e.rule, e.step) != (case.rule, case.step):
+                problems.append(f"{case.how}: expected {case.rule} at {where}, got: {e}")
+            elif case.rule not in str(e) or (case.step is not None and f"step {case.step}" not in str(e)):
+                problems.append(f"{case.how}: the message does not name {case.rule} and {where}: {e}")
+        else:
+            problems.append(f"{case.how}: not refused; expected ScheduleError {case.rule} at {where}")
+    return problems

@@ -26,7 +26,7 @@ from typing import Any
 import networkx as nx
 from hypothesis import strategies as st
 
-from conformance.strategies import batches
+from conformance.strategies import Malformed, batches
 from reference.async_io import AsyncIoModel
 from spec.adapter import FREE, unsupported
 from spec.area import areas
@@ -483,16 +483,6 @@ def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[S
 # --------------------------------------------------------------------------
 # Malformed schedules (SCH-1..SCH-7)
 # --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Malformed:
-    """A malformed schedule as JSON data, and where and why it must be refused."""
-
-    data: dict[str, Any]
-    step: int | None  # None: the configuration or the schedule as a whole
-    rule: str
-    how: str  # what was done to a valid schedule
 
 
 MALFORMED_FEATURES = Features(max_capacity=2, statuses=True, timeouts=True, on_timeout=("fail", "ignore"),

@@ -25,7 +25,7 @@ from typing import Any
 import networkx as nx
 from hypothesis import strategies as st
 
-from conformance.strategies import batches
+from conformance.strategies import Malformed, batches
 from reference.sources import BARRIER, TAKEN, Model
 from spec.adapter import unsupported
 from spec.areas.sources import (
@@ -124,9 +124,8 @@ def one_place_problems(schedule: Schedule, trace: Trace) -> list[str]:
     and the readers'), and every split in one exists.  Its loss half shows at the end of a bounded
     job: a split in no snapshot is lost by a restore, and `exactly_once_problems` finds its records
     never committed."""
-    known = {split for split, _ in all_records(schedule)} | set(range(len(schedule.config.splits)))
     discovered = sum(isinstance(s, DiscoverStep) for s in schedule.steps)
-    known |= set(range(len(schedule.config.splits) + discovered))
+    known = set(range(len(schedule.config.splits) + discovered))
     places: dict[int, Counter] = {}
     for e in trace.events:
         if e.event == "enumerator_checkpoint":
@@ -243,7 +242,6 @@ class _Drawing:
         self.f, self.config = f, config
         self.model = Model(config)
         self.steps: list[Step] = []
-        self.next_id = 1
 
     def apply(self, s: Step) -> None:
         self.model.apply(len(self.steps), s)
@@ -266,7 +264,8 @@ class _Drawing:
             if m.valve is not None:
                 out.append((10, BarrierStep(m.valve)))
             elif not unregistered:
-                out.append((6, lambda n: CheckpointStep(self.next_id, fails=n % 8 == 0)))
+                next_id = len(m.checkpoints) + 1  # ids 1, 2, ... in the order they are taken
+                out.append((6, lambda n: CheckpointStep(next_id, fails=n % 8 == 0)))
             last = m.last_completed if m.last_completed is not None else -1
             for cid, cp in m.checkpoints.items():
                 if cp.state == BARRIER and cid > last:
@@ -310,10 +309,7 @@ def schedules(draw: Any, f: Features, config: SourcesConfig | None = None) -> Sc
         config = config_of(draw(CONFIG_BITS), f)
     d = _Drawing(f, config)
     for n in [n for chunk in draw(STEP_BITS) for n in chunk][: f.max_steps]:
-        s = d.step(n)
-        if isinstance(s, CheckpointStep):
-            d.next_id += 1
-        d.apply(s)
+        d.apply(d.step(n))
     end = config.bounded and f.end and (f.always_end or draw(st.booleans()))
     d.finish(end)
     return Schedule(AREA, config, tuple(d.steps))
@@ -326,16 +322,6 @@ def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[S
 # --------------------------------------------------------------------------
 # Malformed schedules (SRC-40..SRC-46 and the shared SCH rules)
 # --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Malformed:
-    """A malformed schedule as JSON data, and where and why it must be refused."""
-
-    data: dict[str, Any]
-    step: int | None
-    rule: str
-    how: str
 
 
 def _with(base: Schedule, config: dict[str, Any] | None = None,
