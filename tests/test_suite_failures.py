@@ -23,16 +23,21 @@ INSTALLED = any(e.value == "conformance.plugin" for e in entry_points(group="pyt
 PLUGIN = () if INSTALLED else ("-p", "conformance.plugin")
 
 
-@pytest.fixture
-def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def suite_runner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, suite: str):  # type: ignore[no-untyped-def]
+    """Runs a conformance suite file in a subprocess, with the given options, from a clean environment."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     monkeypatch.delenv("CONFORMANCE_ADAPTER", raising=False)
     monkeypatch.delenv("CONFORMANCE_PROFILE", raising=False)
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(SUITE, "-p", "no:cacheprovider", *args, timeout=300)
+        return pytester.runpytest_subprocess(suite, "-p", "no:cacheprovider", *args, timeout=300)
 
     return run
+
+
+@pytest.fixture
+def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    return suite_runner(pytester, monkeypatch, SUITE)
 
 
 def reproducer(output: str) -> str:

@@ -7,22 +7,15 @@ import re
 
 import pytest
 
-from tests.test_suite_failures import REPO, reproducer
+from tests.test_suite_failures import REPO, reproducer, suite_runner
 
 pytest_plugins = ["pytester"]
-SUITE = str(REPO / "conformance" / "test_sources.py")
 
 
 @pytest.fixture
 def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    monkeypatch.delenv("CONFORMANCE_ADAPTER", raising=False)
-    monkeypatch.delenv("CONFORMANCE_PROFILE", raising=False)
+    return suite_runner(pytester, monkeypatch, str(REPO / "conformance" / "test_sources.py"))
 
-    def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(SUITE, "-p", "no:cacheprovider", *args, timeout=300)
-
-    return run
 
 CASES = [
     # (wrong adapter, the property that must catch it, a rule its report must name)

@@ -86,12 +86,10 @@ class _ReturnedOnlyOnAddReader(Model):
     def fail(self, s):  # type: ignore[no-untyped-def]
         before = list(self.queue)
         super().fail(s)
-        back = self.queue[len(before):]
-        self.queue = before
-        for r in range(self.parallelism):
-            for e in self.out:
-                if e.event == "splits_back" and e.reader == r:
-                    self.kept.setdefault(r, []).extend(x for x in e.splits if x in back)
+        self.queue = before  # the returned splits wait for their reader's addReader
+        for e in self.out:
+            if e.event == "splits_back":
+                self.kept.setdefault(e.reader, []).extend(e.splits)
 
     def register(self, r):  # type: ignore[no-untyped-def]
         super().register(r)
