@@ -5,7 +5,9 @@ schedule, the schedule, and its trace.  The reference must give exactly the save
 PySpark operator must give it up to the freedom of spec/schedules.md item 7 (the checker's
 comparison).  The async I/O corpus was drawn by the suite's strategies and traced by the reference
 model before the framework was made area-neutral (issue 6); the PySpark operator without Spark
-gave the same traces.  A change that alters any of them changes behaviour, which such a change
+gave the same traces.  The sources corpus was drawn by the sources properties' strategies and
+traced by the reference model when the area landed (`python -m tests.make_sources_corpus`); the
+PySpark implementation without Spark gave the same traces.  A change that alters any of them changes behaviour, which such a change
 must not do.
 """
 

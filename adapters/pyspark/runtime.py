@@ -111,7 +111,8 @@ class Progress:
 
 
 class ScheduleStore:
-    """`<dir>/sink.jsonl` (events and the markers of ended incarnations) and `<dir>/ckpt-<id>.json`.
+    """`<dir>/sink.jsonl` (events and the markers of ended incarnations), `<dir>/ckpt-<id>.json`, and
+    any other state an area keeps across task failures (`<dir>/<name>.json`).
 
     The directory is made on the first write.  A schedule that completes is not recorded: if its
     task is run again, it runs again from its last marker, and gives the same trace.
@@ -159,13 +160,21 @@ class ScheduleStore:
 
     def write_checkpoint(self, id: int, payload: Any) -> None:
         """A checkpoint's snapshot (any JSON value), stored before the checkpoint counts."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / f"ckpt-{id}.json.tmp"
-        tmp.write_text(json.dumps(payload))
-        os.replace(tmp, self.path / f"ckpt-{id}.json")
+        self.write_json(f"ckpt-{id}", payload)
 
     def read_checkpoint(self, id: int) -> Any:
-        return json.loads((self.path / f"ckpt-{id}.json").read_text())
+        return self.read_json(f"ckpt-{id}")
+
+    def write_json(self, name: str, payload: Any) -> None:
+        """`<dir>/<name>.json`, replaced atomically: state that outlives the task (a checkpoint, or
+        what the tasks that did not fail hold when one does)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / f"{name}.json.tmp"
+        tmp.write_text(json.dumps(payload))
+        os.replace(tmp, self.path / f"{name}.json")
+
+    def read_json(self, name: str) -> Any:
+        return json.loads((self.path / f"{name}.json").read_text())
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,16 @@
+"""The sources and failover area on Spark: a FLIP-27 source (spec/sources.md).
+
+* `engine.py`: the enumerator, the assignment tracker, the coordinator with its valve, the readers,
+  the two-phase-commit sinks, the job graph's regions (standard library and networkx; rule IDs in
+  comments);
+* `conformance.py`: a schedule of the area run on them, failures as real Spark task failures
+  (`Run`, `CAPABILITIES`);
+* `stream.py`: the Structured Streaming source on the Python data source API, and the
+  fault-injection run (`python -m adapters.pyspark.sources.faults`).
+
+pyspark itself is imported only when a Spark session is needed.
+"""
+
+from adapters.pyspark.sources.conformance import CAPABILITIES, Run
+
+__all__ = ["CAPABILITIES", "Run"]
