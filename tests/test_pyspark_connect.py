@@ -127,3 +127,35 @@ def test_async_map_under_connect(connect_spark: Any) -> None:
     df = connect_spark.range(0, 100, numPartitions=2).selectExpr("id AS value")
     rows = async_map(df, double, capacity=8, ordered=True).collect()
     assert [r.value for r in rows] == [2 * v for v in range(100)]
+
+
+def test_sources_under_connect(connect_spark: Any) -> None:
+    """The sources area under Connect: saved schedules with failures give their saved traces through
+    the adapter, and the streaming source survives reader and query failures exactly once."""
+    import gzip
+    import json
+
+    from adapters.pyspark import PySparkAdapter
+    from adapters.pyspark.sources.faults import generate, run
+    from spec.schedule import schedule_from_dict, trace_from_dict
+
+    corpus = Path(__file__).parent / "corpus" / "sources.jsonl.gz"
+    with gzip.open(corpus, "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
+    failing = ("fail", "fail_enumerator", "rescale")
+    rows = [r for r in rows if any(s["op"] in failing for s in r["schedule"]["steps"])][:60]
+    adapter = PySparkAdapter(spark=connect_spark)
+    try:
+        traces = adapter.run_batch([schedule_from_dict(r["schedule"]) for r in rows])
+    finally:
+        adapter.close()
+    for r, trace in zip(rows, traces):
+        assert trace == trace_from_dict({"events": r["trace"]}, "sources"), json.dumps(r["schedule"])
+    work = tempfile.mkdtemp(prefix="test-sources-connect-")
+    try:
+        jobs, failures = generate(20, 2, seed=4)
+        report = run(connect_spark, jobs, failures, work, log=lambda m: None)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert report.injected > 2 and report.restarts == 2, report.lines()
+    assert (report.lost, report.duplicated, report.two_places) == (0, 0, 0), report.lines()

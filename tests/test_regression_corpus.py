@@ -7,8 +7,8 @@ comparison).  The async I/O corpus was drawn by the suite's strategies and trace
 model before the framework was made area-neutral (issue 6); the PySpark operator without Spark
 gave the same traces.  The sources corpus was drawn by the sources properties' strategies and
 traced by the reference model when the area landed (`python -m tests.make_sources_corpus`); the
-PySpark implementation without Spark gave the same traces.  A change that alters any of them changes behaviour, which such a change
-must not do.
+PySpark implementation without Spark gave the same traces.  A change that alters any of them
+changes behaviour, which such a change must not do.
 """
 
 from __future__ import annotations
