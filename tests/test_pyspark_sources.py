@@ -54,6 +54,19 @@ def test_planner_reads_every_record_once_one_split_at_a_time() -> None:
             assert splits == sorted(splits, key=splits.index), f"reader {r} went back to a split: {job}"
 
 
+def test_two_places_counts_offsets_with_a_split_owned_twice() -> None:
+    """The SRC-16 count of the fault-injection run: a split unassigned and owned, or owned by two
+    readers, makes its offset count once; a replanned copy of the same offset is not counted again."""
+    from adapters.pyspark.sources.faults import two_places
+
+    def offset(unassigned: list[int], *owned: list[int]) -> dict[str, Any]:
+        readers = [{"splits": [[s, 0] for s in splits]} for splits in owned]
+        return {"jobs": [{"enumerator": {"unassigned": unassigned}, "readers": readers}]}
+
+    assert two_places([offset([1], [0], [2]), offset([], [0, 1])]) == 0
+    assert two_places([offset([0], [0]), offset([0], [0]), offset([], [1], [1]), offset([2], [])]) == 2
+
+
 # --------------------------------------------------------------------------
 # The streaming source under failures (Spark)
 # --------------------------------------------------------------------------
