@@ -186,7 +186,7 @@ def test_adapter_declares_everything(spark: Any) -> None:
         from adapters.pyspark import sources
 
         assert dict(a.capabilities()) == {"async_io": None, **{name: None for name in CAPABILITIES},
-                                          **sources.CAPABILITIES}
+                                          "sources": None, **sources.CAPABILITIES}
     finally:
         a.close()
 

@@ -143,7 +143,7 @@ def test_sources_under_connect(connect_spark: Any) -> None:
     with gzip.open(corpus, "rt", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh]
     failing = ("fail", "fail_enumerator", "rescale")
-    rows = [r for r in rows if any(s["op"] in failing for s in r["schedule"]["steps"])][:60]
+    rows = [r for r in rows if any(s["op"] in failing for s in r["schedule"]["steps"])][:30]
     adapter = PySparkAdapter(spark=connect_spark)
     try:
         traces = adapter.run_batch([schedule_from_dict(r["schedule"]) for r in rows])
