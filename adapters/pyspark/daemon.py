@@ -9,6 +9,8 @@ are already in every forked worker.
 
 from __future__ import annotations
 
+import zipimport
+
 import pandas  # noqa: F401
 import pyarrow  # noqa: F401
 import pyspark.sql.pandas.serializers  # noqa: F401
@@ -18,7 +20,16 @@ from pyspark import daemon
 import adapters.pyspark.adapter  # noqa: F401
 from adapters.pyspark.runtime import area_module, implemented_areas
 
+
+def _keep_zip_directories(self: zipimport.zipimporter) -> None:
+    """A forked worker adds Spark's files directory to sys.path and calls
+    importlib.invalidate_caches(), which makes every zipimporter read its archive's directory again
+    (pyspark.zip and py4j's: thousands of entries, about 0.2 s per new worker, paid at every task
+    failure).  Those archives do not change while Spark runs: their directories are kept."""
+
+
 if __name__ == "__main__":
     for name in implemented_areas():
         area_module(name)
+    zipimport.zipimporter.invalidate_caches = _keep_zip_directories  # type: ignore[method-assign]
     daemon.manager()
