@@ -106,8 +106,7 @@ def _passthrough(batches: Iterator[Any]) -> Iterator[Any]:
 
 def failure_bound(schedule: Schedule) -> int:
     """Task failures a schedule can cause: at most one per step (a step ends at most one
-    incarnation: an async I/O crash or task failure, a sources reader, enumerator or rescale
-    failover), whatever the area."""
+    incarnation), whatever the area."""
     return 1 + len(schedule.steps)
 
 
