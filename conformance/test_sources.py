@@ -28,6 +28,22 @@ from spec.areas.sources import FailStep
 pytestmark = pytest.mark.area("sources")
 
 
+# The features each property draws with (tests/make_sources_corpus.py draws its corpus with them too).
+FEATURES = {
+    "test_assignment_and_reading": Features(max_steps=20),
+    "test_checkpoints": Features(checkpoints=True, max_steps=24),
+    "test_reader_failover": Features(checkpoints=True, silent=True, reader_failures=True, max_steps=24),
+    "test_global_failover": Features(checkpoints=True, silent=True, global_failures=True, max_steps=24),
+    "test_rescale": Features(checkpoints=True, rescale=True, max_splits=6, max_records=5, polls=1,
+                             max_steps=30),
+    "test_unbounded_sources": Features(unbounded=True, checkpoints=True, reader_failures=True,
+                                       global_failures=True, max_steps=24),
+    "test_region_failover": Features(graph=True, checkpoints=True, max_steps=20),
+    "test_exactly_once": Features(checkpoints=True, silent=True, reader_failures=True, global_failures=True,
+                                  rescale=True, always_end=True, max_steps=30),
+}
+
+
 def check(conformance: Conformance, data: st.DataObject, f: Features, max_size: int = 12) -> None:
     batch = data.draw(feature_batches(conformance.restrict(f), max_size), label="batch")
     conformance.check(batch)
@@ -38,7 +54,7 @@ def check(conformance: Conformance, data: st.DataObject, f: Features, max_size: 
 @given(data=st.data())
 def test_assignment_and_reading(conformance: Conformance, data: st.DataObject) -> None:
     """Pull-based assignment in queue order, NoMoreSplits, reading one split at a time, end of input."""
-    check(conformance, data, Features(max_steps=20))
+    check(conformance, data, FEATURES["test_assignment_and_reading"])
 
 
 @pytest.mark.rule("SRC-11", "SRC-12", "SRC-13", "SRC-15", "SRC-17", "SRC-18", "SRC-19")
@@ -46,7 +62,7 @@ def test_assignment_and_reading(conformance: Conformance, data: st.DataObject) -
 @given(data=st.data())
 def test_checkpoints(conformance: Conformance, data: st.DataObject) -> None:
     """The tracker's buckets, the enumerator's and readers' snapshots, the valve, completion and abort."""
-    check(conformance, data, Features(checkpoints=True, max_steps=24))
+    check(conformance, data, FEATURES["test_checkpoints"])
 
 
 @pytest.mark.rule("SRC-2", "SRC-7", "SRC-11", "SRC-17", "SRC-18", "SRC-20", "SRC-21", "SRC-22", "SRC-23",
@@ -56,7 +72,7 @@ def test_checkpoints(conformance: Conformance, data: st.DataObject) -> None:
 def test_reader_failover(conformance: Conformance, data: st.DataObject) -> None:
     """A failed reader is reset to the restore point: the splits assigned after it go back, in order,
     and its sink drops what it had not committed; the tracker's buckets show in what comes back."""
-    check(conformance, data, Features(checkpoints=True, silent=True, reader_failures=True, max_steps=24))
+    check(conformance, data, FEATURES["test_reader_failover"])
 
 
 @pytest.mark.rule("SRC-4", "SRC-5", "SRC-27", "SRC-28", "SRC-29")
@@ -65,7 +81,7 @@ def test_reader_failover(conformance: Conformance, data: st.DataObject) -> None:
 def test_global_failover(conformance: Conformance, data: st.DataObject) -> None:
     """Enumerator failures and assignments to unregistered readers restart everything from the
     restore point."""
-    check(conformance, data, Features(checkpoints=True, silent=True, global_failures=True, max_steps=24))
+    check(conformance, data, FEATURES["test_global_failover"])
 
 
 @pytest.mark.rule("SRC-31")
@@ -73,8 +89,7 @@ def test_global_failover(conformance: Conformance, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_rescale(conformance: Conformance, data: st.DataObject) -> None:
     """A restart with another parallelism redistributes the readers' splits evenly."""
-    check(conformance, data, Features(checkpoints=True, rescale=True, max_splits=6, max_records=5, polls=1,
-                                      max_steps=30))
+    check(conformance, data, FEATURES["test_rescale"])
 
 
 @pytest.mark.rule("SRC-42")
@@ -82,8 +97,7 @@ def test_rescale(conformance: Conformance, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_unbounded_sources(conformance: Conformance, data: st.DataObject) -> None:
     """Splits discovered over time; requests with nothing to assign stay unanswered."""
-    check(conformance, data, Features(unbounded=True, checkpoints=True, reader_failures=True,
-                                      global_failures=True, max_steps=24))
+    check(conformance, data, FEATURES["test_unbounded_sources"])
 
 
 @pytest.mark.rule("SRC-35", "SRC-36", "SRC-37")
@@ -92,7 +106,7 @@ def test_unbounded_sources(conformance: Conformance, data: st.DataObject) -> Non
 def test_region_failover(conformance: Conformance, data: st.DataObject) -> None:
     """The tasks a failure restarts (checked against a networkx computation of the regions), and the
     regional reset of the readers among them."""
-    f = Features(graph=True, checkpoints=True, max_steps=20)
+    f = FEATURES["test_region_failover"]
     batch = data.draw(feature_batches(conformance.restrict(f)), label="batch")
     for schedule in batch:
         resets = iter(e.tasks for e in expected_trace(schedule).events if e.event == "reset")
@@ -111,8 +125,7 @@ def test_exactly_once(conformance: Conformance, data: st.DataObject) -> None:
     """Under reader and enumerator failures, aborts and rescales, no split is in two places of a
     checkpoint, and the sinks commit every record exactly once by the end (both stated on the
     oracle's traces from the schedule alone, then the adapter's traces compared with the oracle's)."""
-    f = Features(checkpoints=True, silent=True, reader_failures=True, global_failures=True, rescale=True,
-                 always_end=True, max_steps=30)
+    f = FEATURES["test_exactly_once"]
     batch = data.draw(feature_batches(conformance.restrict(f)), label="batch")
     for schedule in batch:
         trace = expected_trace(schedule)

@@ -15,30 +15,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conformance.areas.sources import Features, schedules
+from conformance.areas.sources import schedules
+from conformance.test_sources import FEATURES
 from reference import expected_trace
 from spec.schedule import Schedule
 
-PROPERTIES = {
-    "test_assignment_and_reading": Features(max_steps=20),
-    "test_checkpoints": Features(checkpoints=True, max_steps=24),
-    "test_reader_failover": Features(checkpoints=True, silent=True, reader_failures=True, max_steps=24),
-    "test_global_failover": Features(checkpoints=True, silent=True, global_failures=True, max_steps=24),
-    "test_rescale": Features(checkpoints=True, rescale=True, max_splits=6, max_records=5, polls=1,
-                             max_steps=30),
-    "test_unbounded_sources": Features(unbounded=True, checkpoints=True, reader_failures=True,
-                                       global_failures=True, max_steps=24),
-    "test_region_failover": Features(graph=True, checkpoints=True, max_steps=20),
-    "test_exactly_once": Features(checkpoints=True, silent=True, reader_failures=True, global_failures=True,
-                                  rescale=True, always_end=True, max_steps=30),
-}
 PER_PROPERTY = 200
 PATH = Path(__file__).parent / "corpus" / "sources.jsonl.gz"
 
 
 def main() -> None:
     rows = []
-    for name, features in PROPERTIES.items():
+    for name, features in FEATURES.items():
         for schedule in _draw(schedules(features), PER_PROPERTY):
             rows.append({"property": name, "schedule": schedule.to_dict(),
                          "trace": expected_trace(schedule).to_dict()["events"]})
