@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from adapters.pyspark.runtime import InjectedFailure, ScheduleStore, run_schedule, run_with_retries
-from spec.adapter import SCRIPTED, AdapterError
+from spec.adapter import SCRIPTED
 from spec.areas.async_io import CAPABILITIES
 from spec.schedule import Trace
 from tests.async_io_cases import CASES as SHARED_CASES
@@ -137,16 +137,6 @@ REJECTED: dict[str, tuple[dict[str, Any], str]] = {
 # --------------------------------------------------------------------------
 # Spark fixtures
 # --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    from adapters.pyspark.session import get_spark
-
-    try:
-        return get_spark()
-    except AdapterError as e:
-        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 
-from spec.adapter import AdapterError
-
 
 @pytest.fixture
 def workdir() -> Iterator[str]:
@@ -70,16 +68,6 @@ def test_two_places_counts_offsets_with_a_split_owned_twice() -> None:
 # --------------------------------------------------------------------------
 # The streaming source under failures (Spark)
 # --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    from adapters.pyspark.session import get_spark
-
-    try:
-        return get_spark()
-    except AdapterError as e:
-        pytest.skip(str(e))
 
 
 @pytest.mark.spark
