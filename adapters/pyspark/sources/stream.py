@@ -51,14 +51,11 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from adapters.pyspark.runtime import InjectedFailure
 from adapters.pyspark.sources.engine import SourceCoordinator, SourceReader, SplitEnumerator
 
 FORMAT = "flip27"
 SCHEMA = "job int, reader int, split int, offset int"
-
-
-class InjectedFailure(RuntimeError):
-    """A failure the fault-injection run asked for."""
 
 
 def inject_once(directory: str, name: str) -> None:
