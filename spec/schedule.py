@@ -140,6 +140,16 @@ def _fields_of(cls: Any) -> tuple[frozenset[str], tuple[tuple[str, bool, type | 
     return frozenset(f.name for f in fields(cls)), info
 
 
+def prepare_types(cls: type) -> None:
+    """Compute the cached type information of a dataclass and of the dataclasses in its fields now
+    (a process forked afterwards starts with it, instead of evaluating the annotations again)."""
+    _, info = _fields_of(cls)
+    _field_checks(cls)
+    for _, _, nested in info:
+        if nested is not None:
+            prepare_types(nested)
+
+
 def from_json(cls: type, d: Any, step: int | None, what: str, op: str | None = None) -> Any:
     """A dataclass from its JSON object: unknown fields refused, lists made tuples, nested dataclasses
     built, then every field checked (check_fields).  Missing fields take their defaults."""
