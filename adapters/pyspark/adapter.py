@@ -16,9 +16,10 @@ the snapshot back from it).  At the last attempt Spark allows, the task returns
 the unfinished schedules instead, and the driver resumes them in another job.
 
 The store is a temporary directory that the adapter creates and removes at
-`close()`; set `CONFORMANCE_SPARK_STORE` (or pass `store_dir`) to a path every
-executor can reach on a cluster.  Pass `spark=` to use a given session (for
-example a Spark Connect client); by default the process's shared session.
+`close()`, in memory where the machine has one (runtime.scratch_dir); set
+`CONFORMANCE_SPARK_STORE` (or pass `store_dir`) to a path every executor can
+reach on a cluster.  Pass `spark=` to use a given session (for example a Spark
+Connect client); by default the process's shared session.
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ import functools
 import json
 import os
 import shutil
-import tempfile
 import traceback
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.pyspark.runtime import InjectedFailure, ScheduleStore, capabilities, run_schedule
+from adapters.pyspark.runtime import InjectedFailure, ScheduleStore, capabilities, run_schedule, scratch_dir
 from adapters.pyspark.session import check_prerequisites
 from spec.adapter import SCRIPTED
 from spec.schedule import Schedule, Trace, schedule_from_dict, trace_from_dict
@@ -122,7 +122,7 @@ class PySparkAdapter:
             check_prerequisites()
         root = store_dir or os.environ.get("CONFORMANCE_SPARK_STORE")
         self._owns_root = root is None
-        self.root = Path(root or tempfile.mkdtemp(prefix="pyspark-conformance-"))
+        self.root = Path(root) if root else scratch_dir("pyspark-conformance-")
         self.spark = spark  # None: the process's shared session (adapters/pyspark/session.py)
         # Tasks per job.  One by default: the suite draws the next schedules on one core while Spark
         # runs a job on the other, and a round of task failures then costs one task, not two

@@ -288,6 +288,16 @@ def run_with_retries(schedule: Schedule, path: str | Path, max_attempts: int = 1
     raise RuntimeError(f"schedule still failing after {max_attempts} attempts")
 
 
+def scratch_dir(prefix: str) -> Path:
+    """A new temporary directory for schedule stores: in memory (`/dev/shm`) where the machine has
+    one, since a store's small files cost about a millisecond each on a disk and a tenth of that
+    there.  Files there outlive the task and its worker process, as a store must; not the machine,
+    which a store need not."""
+    shm = Path("/dev/shm")
+    memory = shm.is_dir() and os.access(shm, os.W_OK | os.X_OK)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=shm if memory else None))
+
+
 class LocalScriptedAdapter:
     """The conformance-mode implementations without Spark (same runs and store, retries in-process).
 
@@ -298,7 +308,7 @@ class LocalScriptedAdapter:
     completion_order = SCRIPTED
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="pyspark-local-"))
+        self.root = scratch_dir("pyspark-local-")
         self._n = itertools.count()
 
     def capabilities(self) -> Mapping[str, str | None]:
