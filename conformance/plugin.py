@@ -97,19 +97,21 @@ class _Job:
 class _Gathering:
     """The batches of one property's generation, run by the adapter in jobs of at most `size`.
 
-    At most one job runs at a time (adapters need not be thread-safe).  A job starts as soon as the
-    previous one is done and a quarter of `size` is gathered, with everything gathered meanwhile:
-    so the adapter works while the property draws, and jobs grow until it keeps up.  Finished jobs are
-    checked as the property calls `add`; `finish` runs and checks the rest, and returns the first
-    difference (or error), which the plugin then reproduces by replaying the property.
+    At most `concurrency` jobs run at a time (the adapter's `concurrent_jobs`, default 1: adapters
+    need not be thread-safe).  A job starts as soon as a slot is free and a quarter of `size` is
+    gathered, with everything gathered meanwhile: so the adapter works while the property draws,
+    and jobs grow until it keeps up.  Finished jobs are checked as the property calls `add`;
+    `finish` runs and checks the rest, and returns the first difference (or error), which the
+    plugin then reproduces by replaying the property.
     """
 
-    def __init__(self, conformance: Conformance, size: int):
+    def __init__(self, conformance: Conformance, size: int, concurrency: int = 1):
         self.conformance = conformance
         self.size = size
+        self.concurrency = concurrency
         self.pending: list[Schedule] = []
-        self.queued: set[Schedule] = set()  # pending, or in the running job
-        self.job: _Job | None = None
+        self.queued: set[Schedule] = set()  # pending, or in a running job
+        self.jobs: list[_Job] = []  # running, oldest first
         self.found: BaseException | None = None
 
     def add(self, schedules: Sequence[Schedule]) -> None:
@@ -123,30 +125,32 @@ class _Gathering:
                 self._launch()
 
     def _launch(self) -> None:
-        if self.job is None and self.pending:
-            self.job = self.conformance._start(self.pending[:self.size])
+        if len(self.jobs) < self.concurrency and self.pending:
+            self.jobs.append(self.conformance._start(self.pending[:self.size]))
             self.pending = self.pending[self.size:]
 
     def _collect(self, wait: bool) -> None:
-        job = self.job
-        if job is None or (not wait and job.worker is not None and job.worker.is_alive()):
-            return
-        self.job = None
-        self.queued.difference_update(job.schedules)
-        try:  # a difference, or a bug of the adapter: found, and reproduced later by the replay
-            traces = self.conformance._finish(job)
-            self.conformance.known.update(zip(job.schedules, traces))  # the replay reuses them all
-            for schedule, trace in zip(job.schedules, traces):
-                if self.found is None:
-                    self.conformance.verify(schedule, trace)
-        except Exception as e:
-            self.found = self.found or e
+        """Check the jobs that are done (with `wait`, wait for the oldest first)."""
+        for job in list(self.jobs):
+            if not (wait and job is self.jobs[0]) and job.worker is not None and job.worker.is_alive():
+                continue
+            self.jobs.remove(job)
+            self.queued.difference_update(job.schedules)
+            try:  # a difference, or a bug of the adapter: found, and reproduced later by the replay
+                traces = self.conformance._finish(job)
+                self.conformance.known.update(zip(job.schedules, traces))  # the replay reuses them all
+                for schedule, trace in zip(job.schedules, traces):
+                    if self.found is None:
+                        self.conformance.verify(schedule, trace)
+            except Exception as e:
+                self.found = self.found or e
         if self.found is None and len(self.pending) >= max(1, self.size // 4):
             self._launch()
 
     def finish(self) -> BaseException | None:
-        while self.job is not None or (self.pending and self.found is None):
-            self._launch()
+        while self.jobs or (self.pending and self.found is None):
+            if self.found is None:
+                self._launch()
             self._collect(wait=True)
         return self.found
 
@@ -515,7 +519,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     current = settings.default
     if current is not None and not current.derandomize and hasattr(item, "obj"):
         hypothesis_seed(random.getrandbits(64))(item.obj)  # the replay must draw what this run draws
-    conformance.gathering = _Gathering(conformance, conformance.batch_size)
+    conformance.gathering = _Gathering(conformance, conformance.batch_size,
+                                        int(getattr(conformance.adapter, "concurrent_jobs", 1)))
     try:
         try:
             yield

@@ -44,9 +44,12 @@ class Adapter(Protocol):
     into calls of about that many, for engines whose cost is per job rather than per schedule;
     `examples`, hypothesis examples per property in the default profile (the `thorough` profile
     runs ten times as many); `expected_failures`, rule ID -> reason, or the path of a JSON file
-    holding that (relative to the adapter's module): rules the adapter is known to break.
+    holding that (relative to the adapter's module): rules the adapter is known to break;
+    `concurrent_jobs` (default 1), how many `run_batch` calls of gathered batches may run at once,
+    for engines whose jobs wait more than they compute (a Spark job waiting for a task retry).
 
-    `run_batch` is called from one thread at a time, not always the main thread.  An optional
+    `run_batch` is called from one thread at a time (from up to `concurrent_jobs` threads when the
+    adapter declares more than one), not always the main thread.  An optional
     method `prepare()`, called once before the first batch, starts the engine (the suite reports
     how long it took, apart from the properties); it may raise AdapterError.
     """

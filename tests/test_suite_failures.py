@@ -246,6 +246,23 @@ def test_examples_are_gathered_into_the_adapters_jobs(run_suite, tmp_path: Path,
     assert len(sizes) <= total // 50 and max(sizes) <= 200, sizes
 
 
+def test_an_adapter_may_run_two_gathered_jobs_at_once(run_suite, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`concurrent_jobs = 2`: jobs overlap, never more than two at a time, and every schedule is
+    run once and checked."""
+    log = tmp_path / "jobs.log"
+    monkeypatch.setenv("BATCH_LOG", str(log))
+    result = run_suite("--adapter", "tests.wrong_adapters:RunsTwoJobsAtOnce", "-k", "test_ordered_mode")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    rows = (line.split() for line in log.read_text().splitlines())
+    jobs = [(float(a), float(b), int(n)) for a, b, n in rows]
+    total = int(re.search(r"throughput: (\d+) distinct schedules", out)[1])  # type: ignore[index]
+    assert sum(n for _, _, n in jobs) == total and max(n for _, _, n in jobs) <= 40, jobs
+    running = [sum(a <= t < b for a, b, _ in jobs) for t, _, _ in jobs]  # jobs running as each starts
+    assert max(running) == 2, running
+
+
 def test_a_difference_found_in_a_gathered_job_is_shrunk_on_replay(run_suite) -> None:  # type: ignore[no-untyped-def]
     """OrderedAsUnordered fails in a large gathered job; the replay shrinks it to one small schedule."""
     result = run_suite("--adapter", "tests.wrong_adapters:OrderedAsUnorderedInJobs",

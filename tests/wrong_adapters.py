@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -150,7 +151,25 @@ class LogsItsBatches(ReferenceWrapper):
         return super().run_batch(schedules)
 
 
+class RunsTwoJobsAtOnce(ReferenceWrapper):
+    """Conforms; asks for jobs of 40 schedules, two at a time, takes 50 ms a job and logs when each
+    run_batch started and ended to the file named by $BATCH_LOG."""
+
+    batch_size = 40
+    concurrent_jobs = 2
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        started = time.monotonic()
+        time.sleep(0.05)
+        traces = super().run_batch(schedules)
+        with open(os.environ["BATCH_LOG"], "a") as fh:
+            fh.write(f"{started} {time.monotonic()} {len(schedules)}\n")
+        return traces
+
+
 class OrderedAsUnorderedInJobs(OrderedAsUnordered):
-    """OrderedAsUnordered that asks for large jobs, so its failures are found in gathered batches."""
+    """OrderedAsUnordered that asks for large jobs, two at a time, so its failures are found in
+    gathered batches while another job runs."""
 
     batch_size = 300
+    concurrent_jobs = 2

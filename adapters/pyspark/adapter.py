@@ -116,6 +116,10 @@ class PySparkAdapter:
     # Budget hint (spec/adapter.py): a Spark job costs 0.3-0.5 s whatever its size, and about
     # 1.5 ms a schedule, so the suite gathers the batches of many examples into one job.
     batch_size = 400
+    # Two jobs at a time: a job whose task is being retried mostly waits (about 0.15 s a retry, in
+    # Spark and the new Python worker), and the other job's task runs meanwhile.  run_batch keeps
+    # no state between calls but `task_attempts`, which each call replaces whole.
+    concurrent_jobs = 2
 
     def __init__(self, store_dir: str | None = None, spark: Any = None, partitions: int | None = None):
         if spark is None:  # fail now, in one line, when pyspark or Java is missing
@@ -149,7 +153,7 @@ class PySparkAdapter:
         job = self.root / f"job-{uuid.uuid4().hex}"
         task = functools.partial(run_partition, str(job), max_task_failures())
         traces: dict[int, Trace] = {}
-        self.task_attempts = {}
+        attempts: dict[int, int] = {}
         pending = list(range(len(schedules)))
         rounds = sum(failure_bound(s) for s in schedules) + 1
         try:
@@ -165,10 +169,11 @@ class PySparkAdapter:
                     if row["trace"] is not None:
                         area = schedules[row["sid"]].area
                         traces[row["sid"]] = trace_from_dict(json.loads(row["trace"]), area)
-                        self.task_attempts[row["sid"]] = row["attempt"]
+                        attempts[row["sid"]] = row["attempt"]
                 pending = [i for i in pending if i not in traces]
         finally:
             shutil.rmtree(job, ignore_errors=True)
+        self.task_attempts = attempts  # of the last run_batch to finish
         if pending:
             raise ScheduleCrashed(f"pyspark adapter: no trace for schedules {pending}")
         return [traces[i] for i in range(len(schedules))]
