@@ -113,9 +113,11 @@ def failure_bound(schedule: Schedule) -> int:
 class PySparkAdapter:
     name = "pyspark"
     completion_order = SCRIPTED
-    # Budget hint (spec/adapter.py): a Spark job costs 0.3-0.5 s whatever its size, and about
-    # 1.5 ms a schedule, so the suite gathers the batches of many examples into one job.
-    batch_size = 400
+    # Budget hint (spec/adapter.py): a Spark job costs 0.3-0.5 s whatever its size, about 1.5 ms a
+    # schedule, and about 0.2 s per round of task retries, as many rounds as its most-failing
+    # schedule has failures: so the suite gathers the batches of many examples into few large jobs
+    # (a property's ~600 schedules in two: the first starts once a quarter of 1600 is gathered).
+    batch_size = 1600
     # Two jobs at a time: a job whose task is being retried mostly waits (about 0.15 s a retry, in
     # Spark and the new Python worker), and the other job's task runs meanwhile.  run_batch keeps
     # no state between calls but `task_attempts`, which each call replaces whole.
