@@ -1,0 +1,94 @@
+"""The reference model of the watermarks area against traces worked out by hand from the rules, and
+its valve against the event sequences of Flink's StatusWatermarkValveTest (the three cases that
+FLINK-40475 added, deviation D1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reference import run
+from reference.watermarks import Valve
+from spec.area import get_area
+from spec.schedule import Event, schedule_from_dict
+
+AREA = get_area("watermarks")
+
+
+def trace(config: str, steps: list[str]) -> list[str]:
+    n = AREA.notation
+    schedule = schedule_from_dict({"area": "watermarks", "config": n.parse_config(config),
+                                   "steps": [n.parse_step(s) for s in steps]})
+    return [n.render_event(e) for e in run(schedule).events]
+
+
+def test_a_periodic_watermark_reaches_the_valve() -> None:
+    """WM-2, WM-3, WM-11, WM-18: max ts 15, bound 0: watermark 14 at the first periodic emit."""
+    assert trace("interval=10", ["add r0 s0", "record s0 15", "tick 10"]) == [
+        "@1 record s0 15", "@2 watermark r0 14", "@2 output 14"]
+
+
+def test_a_new_split_holds_the_combined_watermark() -> None:
+    """WM-10: s1 has no record, so it stays at MIN and so does the combination."""
+    assert trace("interval=10", ["add r0 s0", "add r0 s1", "record s0 20", "tick 10"]) == [
+        "@2 record s0 20"]
+
+
+def test_idleness_and_return() -> None:
+    """WM-13: the timer starts at the first periodic emit without records (20) and fires at the
+    first one more than 15 ms later (40); the main output timed out at 30.  A record and the next
+    periodic emit bring the reader back: ACTIVE before the watermark (WM-11), the valve follows."""
+    assert trace("interval=10 idleness=15", ["add r0 s0", "record s0 5", "tick 50", "record s0 30",
+                                             "tick 10"]) == [
+        "@1 record s0 5", "@2 watermark r0 4", "@2 output 4", "@2 idle r0", "@2 output idle",
+        "@3 record s0 30", "@4 active r0", "@4 output active", "@4 watermark r0 29", "@4 output 29"]
+
+
+def test_end_of_input_sends_max() -> None:
+    """WM-15: every split finishes, then MAX from each reader."""
+    assert trace("readers=2", ["add r0 s0", "end"]) == [
+        "@1 split_finished s0", "@1 watermark r0 MAX", "@1 watermark r1 MAX", "@1 output MAX"]
+
+
+def test_a_failover_starts_the_watermarks_again() -> None:
+    """WM-16: after the restart the watermark 4 is sent again: monotonic only within an attempt."""
+    assert trace("interval=10", ["add r0 s0", "record s0 5", "tick 10", "failover", "record s0 3",
+                                 "tick 10"]) == [
+        "@1 record s0 5", "@2 watermark r0 4", "@2 output 4", "@3 restarted", "@4 record s0 3",
+        "@5 watermark r0 2", "@5 output 2"]
+
+
+def valve_run(channels: int, inputs: list[tuple[str, int, int | bool]]) -> list[list[str]]:
+    """Feed ("wm", channel, value) / ("status", channel, idle) inputs; the outputs of each."""
+    out: list[Event] = []
+    valve = Valve(channels, out.append, lambda: 0)
+    seen = []
+    for kind, channel, value in inputs:
+        before = len(out)
+        if kind == "wm":
+            valve.watermark(channel, int(value))
+        else:
+            valve.status(channel, bool(value))
+        seen.append([AREA.notation.render_event(e)[3:] for e in out[before:]])
+    return seen
+
+
+IDLE, ACTIVE = True, False
+
+
+@pytest.mark.parametrize("inputs, want", [
+    # testMultipleInputFlushMaxWatermarkOnceAllInputsBecomeIdleWithUnalignedLastChannel
+    ([("wm", 0, 100), ("wm", 1, 50), ("wm", 2, 70), ("status", 1, IDLE), ("status", 1, ACTIVE),
+      ("wm", 1, 60), ("status", 0, IDLE), ("status", 2, IDLE), ("status", 1, IDLE)],
+     [[], [], ["output 50"], ["output 70"], [], [], [], [], ["output 100", "output idle"]]),
+    # testWatermarkAdvancesWhenReactivatedChannelBecomesOnlyAlignedChannel
+    ([("wm", 0, 10), ("wm", 1, 7), ("status", 2, IDLE), ("status", 2, ACTIVE), ("status", 0, IDLE),
+      ("status", 1, IDLE), ("status", 0, ACTIVE), ("status", 2, IDLE)],
+     [[], [], ["output 7"], [], [], [], ["output 10"], []]),
+    # testRealignmentAfterResumeActiveEmitsNewMinWatermark
+    ([("wm", 0, 10), ("wm", 1, 20), ("wm", 2, 30), ("status", 2, IDLE), ("status", 0, IDLE),
+      ("status", 0, ACTIVE), ("status", 1, IDLE), ("status", 2, ACTIVE), ("status", 0, IDLE),
+      ("status", 2, IDLE)],
+     [[], [], ["output 10"], [], ["output 20"], [], [], ["output 30"], [], ["output idle"]]),
+])
+def test_the_valve_follows_flinks_fixed_valve_tests(inputs, want) -> None:  # type: ignore[no-untyped-def]
+    assert valve_run(3, inputs) == want
