@@ -348,7 +348,8 @@ class Model:
 
         output = ReaderOutput(r, emit, step)
         manager = IdlenessManager(output)
-        return Reader(output, manager, Multiplexer(manager.split_local), Generator(self.config, lambda: self.now))
+        main = Generator(self.config, lambda: self.now)
+        return Reader(output, manager, Multiplexer(manager.split_local), main)
 
     def _add(self, reader: int, split: int) -> None:
         """WM-4: the split's output is registered when it is added, with its own generator."""
