@@ -35,7 +35,9 @@ class WatermarksConfig:
     `interval`: the periodic emission interval in ms, 0 for none (`pipeline.auto-watermark-interval`).
     `punctuated`: the generators emit on every record instead of periodically (WM-8).
     `idleness`: `withIdleness(T)` on every split's generator, or null (WM-13).
-    `max_drift`: watermark alignment with this maximum drift, or null (WM-22)."""
+    `max_drift`: watermark alignment with this maximum drift, or null (WM-22).
+    `alignment_buffer`: the samples an alignment check looks back over
+    (`pipeline.watermark-alignment.buffer-size`, FLINK-37399); 0: the latest watermark (WM-25)."""
 
     readers: int = field(default=1, metadata=POSITIVE)
     bound: int = field(default=0, metadata=NON_NEGATIVE)
@@ -43,6 +45,7 @@ class WatermarksConfig:
     punctuated: bool = False
     idleness: int | None = None
     max_drift: int | None = None
+    alignment_buffer: int = field(default=3, metadata=NON_NEGATIVE)
 
 
 def validate_config(c: WatermarksConfig) -> None:
@@ -207,12 +210,12 @@ def _value(text: str) -> int:
 
 
 def parse_config(text: str) -> dict[str, Any]:
-    """`readers=2 bound=5 interval=10 punctuated=yes idleness=30 max_drift=20` -> JSON."""
+    """`readers=2 bound=5 interval=10 punctuated=yes idleness=30 max_drift=20 alignment_buffer=0`."""
     out: dict[str, Any] = {}
     for key, value in _CONFIG_ITEM.findall(text):
         if key in out:
             raise ValueError(f"{key} is given twice")
-        if key in ("readers", "bound", "interval", "idleness", "max_drift"):
+        if key in ("readers", "bound", "interval", "idleness", "max_drift", "alignment_buffer"):
             out[key] = int(value)
         elif key == "punctuated" and value in ("yes", "no"):
             out[key] = value == "yes"
