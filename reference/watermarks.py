@@ -9,13 +9,15 @@ Three layers, as Flink 2.3.0 builds them, each a small class:
   downstream (`ReaderOutput`, WatermarkToDataOutput);
 * downstream, the valve that combines the readers' outputs (`Valve`, StatusWatermarkValve with
   the FLINK-40475 fix: deviation D1);
-* alignment (FLIP-182, FLIP-217): not modelled yet (issue 8).
+* alignment (FLIP-182 per reader, FLIP-217 per split): samplers, the coordinator's maximum
+  allowed watermark, readers that block and splits that pause.
 
 Standard library and `spec` only.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,7 +34,7 @@ from spec.areas.watermarks import (
     WatermarksConfig,
     event,
 )
-from spec.schedule import Event, ScheduleError, Step
+from spec.schedule import Event, Step
 
 Emit = Callable[[Event], None]
 
@@ -107,8 +109,9 @@ class ReaderOutput:
     """What one reader sends downstream: a watermark only when strictly above every one it sent
     (ACTIVE first if it was idle); IDLE once per idle period (WM-11)."""
 
-    def __init__(self, reader: int, emit: Emit, step: Callable[[], int]):
+    def __init__(self, reader: int, emit: Emit, step: Callable[[], int], forwarded: Callable[[int], None]):
         self.reader, self.emit, self.step = reader, emit, step
+        self.forwarded = forwarded  # the reader's alignment learns of every watermark sent (WM-22)
         self.max_so_far = MIN_WATERMARK
         self.idle = False
 
@@ -116,6 +119,7 @@ class ReaderOutput:
         if value <= self.max_so_far:
             return
         self.max_so_far = value
+        self.forwarded(value)
         if self.idle:
             self.idle = False
             self.emit(event(self.step(), "status", reader=self.reader, idle=False))
@@ -157,17 +161,24 @@ class IdlenessManager:
 # --------------------------------------------------------------------------
 
 
-@dataclass
 class Partial:
-    """A split's partial watermark: only increases; any watermark set clears idle (WM-5)."""
+    """A split's partial watermark: only increases; any watermark set clears idle (WM-5).  Its
+    changes are told to the reader's alignment (`on_idle` on every set, `on_raise` on a rise)."""
 
-    watermark: int = MIN_WATERMARK
-    idle: bool = False
+    def __init__(self, on_idle: Callable[[bool], None], on_raise: Callable[[int], None]):
+        self.watermark = MIN_WATERMARK
+        self.idle = False
+        self.on_idle, self.on_raise = on_idle, on_raise
+
+    def set_idle(self, idle: bool) -> None:
+        self.idle = idle
+        self.on_idle(idle)
 
     def set_watermark(self, value: int) -> bool:
-        self.idle = False
+        self.set_idle(False)
         if value > self.watermark:
             self.watermark = value
+            self.on_raise(value)
             return True
         return False
 
@@ -184,8 +195,8 @@ class Multiplexer:
         self.combined = MIN_WATERMARK
         self.idle = False
 
-    def register(self, split: int) -> None:  # WM-10: at MIN, active; nothing emitted
-        self.partials[split] = Partial()
+    def register(self, split: int, partial: Partial) -> None:  # WM-10: at MIN, active; nothing emitted
+        self.partials[split] = partial
 
     def unregister(self, split: int) -> None:  # WM-9: nothing emitted, no recombination
         del self.partials[split]
@@ -213,7 +224,7 @@ class Multiplexer:
                     mux.combine()
 
             def mark_idle(self) -> None:
-                partial.idle = True
+                partial.set_idle(True)
                 mux.combine()
 
         return Immediate()
@@ -227,9 +238,53 @@ class Multiplexer:
                 partial.set_watermark(value)
 
             def mark_idle(self) -> None:
-                partial.idle = True
+                partial.set_idle(True)
 
         return Deferred()
+
+
+# --------------------------------------------------------------------------
+# Alignment's parts: clocks that pause, samplers (WM-14, WM-22..WM-26)
+# --------------------------------------------------------------------------
+
+
+class PausableClock:
+    """Processing time less the time spent paused (WM-14): a split's clock pauses while the split
+    is paused, the main output's while the reader is blocked."""
+
+    def __init__(self, now: Callable[[], int]):
+        self.now = now
+        self.blocked = 0
+        self.paused_at: int | None = None
+
+    def read(self) -> int:
+        return self.now() - self.blocked - (self.now() - self.paused_at if self.paused_at is not None else 0)
+
+    def pause(self) -> None:
+        if self.paused_at is None:
+            self.paused_at = self.now()
+
+    def resume(self) -> None:
+        if self.paused_at is not None:
+            self.blocked += self.now() - self.paused_at
+            self.paused_at = None
+
+
+class Sampler:
+    """The last `capacity` samples of a watermark, oldest first, MIN before there are any; with
+    capacity 0 the latest value itself (WM-25, FLINK-37399)."""
+
+    def __init__(self, capacity: int):
+        self.latest = MIN_WATERMARK
+        self.ring = deque([MIN_WATERMARK] * capacity)
+
+    def sample(self) -> None:
+        if self.ring:
+            self.ring.append(self.latest)
+            self.ring.popleft()
+
+    def oldest(self) -> int:
+        return self.ring[0] if self.ring else self.latest
 
 
 # --------------------------------------------------------------------------
@@ -239,18 +294,26 @@ class Multiplexer:
 
 @dataclass
 class Split:
-    reader: int
     generator: Generator
-    finished: bool = False
+    clock: PausableClock
+    sampler: Sampler
+    idle: bool = False  # as its partial watermark last said
+    paused: bool = False
 
 
 @dataclass
 class Reader:
+    index: int
     output: ReaderOutput
     manager: IdlenessManager
     mux: Multiplexer
     main: Generator  # the main output's generator: it sees no records (WM-12)
-    splits: list[int] = field(default_factory=list)  # unfinished, in the order they were added
+    main_clock: PausableClock
+    latest: Sampler  # the watermarks the reader sent, for alignment
+    splits: dict[int, Split] = field(default_factory=dict)  # unfinished, in the order added
+    max_allowed: int = MAX_WATERMARK
+    blocked: bool = False
+    reported: int | None = None  # its latest report to the coordinator
 
 
 # --------------------------------------------------------------------------
@@ -319,60 +382,177 @@ class Valve:
 # The model
 # --------------------------------------------------------------------------
 
+Held = tuple[str, int, int]  # ("record", split, ts) or ("finish", split, 0): available, not yet read
+
 
 class Model:
     def __init__(self, config: WatermarksConfig):
         self.config = config
+        self.aligned = config.max_drift is not None
         self.now = 0  # processing time, ms
         self.split_reader: dict[int, int] = {}  # every split added, and its reader
+        self.held: dict[int, list[Held]] = {r: [] for r in range(config.readers)}
+        self.ending = False
+        self.events: list[Event] = []
+        self.step_index = -1
         self._start()
+
+    def _emit(self, kind: str, **fields: object) -> None:
+        self.events.append(event(self.step_index, kind, **fields))
 
     def _start(self) -> None:
         """A fresh job (at the start and after a failover): every watermark at MIN (WM-16)."""
-        self.events: list[Event] = []
-        self.step_index = -1
         self.valve = Valve(self.config.readers, self.events.append, lambda: self.step_index)
         self.readers = [self._reader(r) for r in range(self.config.readers)]
-        self.split_gens: dict[int, Generator] = {}
-        self.next_emit = self.now + self.config.interval  # the periodic timer starts when the job does
+        self.next_emit = self.now + self.config.interval  # the periodic timer starts with the job
 
     def _reader(self, r: int) -> Reader:
-        step = lambda: self.step_index  # noqa: E731
-
-        def emit(e: Event) -> None:  # what a reader sends reaches the valve's channel r at once
+        def send(e: Event) -> None:  # what a reader sends reaches the valve's channel r at once
             self.events.append(e)
             if e.event == "watermark":
                 self.valve.watermark(r, e.value)
             else:
                 self.valve.status(r, e.idle)
 
-        output = ReaderOutput(r, emit, step)
-        manager = IdlenessManager(output)
-        main = Generator(self.config, lambda: self.now)
-        return Reader(output, manager, Multiplexer(manager.split_local), main)
+        def forwarded(value: int) -> None:  # WM-22: the reader's latest watermark, checked at once
+            reader.latest.latest = value
+            self._check_wait(reader)
 
-    def _add(self, reader: int, split: int) -> None:
+        output = ReaderOutput(r, send, lambda: self.step_index, forwarded)
+        manager = IdlenessManager(output)
+        clock = PausableClock(lambda: self.now)
+        reader = Reader(r, output, manager, Multiplexer(manager.split_local),
+                        Generator(self.config, clock.read), clock, Sampler(self.config.alignment_buffer))
+        return reader
+
+    # ---- splits -----------------------------------------------------------
+
+    def _add(self, r: int, split: int) -> None:
         """WM-4: the split's output is registered when it is added, with its own generator."""
-        self.readers[reader].splits.append(split)
-        self.readers[reader].mux.register(split)
-        self.split_gens[split] = Generator(self.config, lambda: self.now)
+        reader = self.readers[r]
+        clock = PausableClock(lambda: self.now)
+        state = Split(Generator(self.config, clock.read), clock, Sampler(self.config.alignment_buffer))
+        reader.splits[split] = state
+
+        def on_idle(idle: bool) -> None:  # SourceOperator.updateCurrentSplitIdle
+            if idle != state.idle:
+                state.idle = idle
+                if not idle:
+                    self._maybe_pause(reader, split)
+
+        def on_raise(value: int) -> None:  # SourceOperator.updateCurrentSplitWatermark
+            state.sampler.latest = value
+            if not state.idle:
+                self._maybe_pause(reader, split)
+
+        reader.mux.register(split, Partial(on_idle, on_raise))
+
+    def _finish(self, reader: Reader, split: int) -> None:
+        """WM-9: the split's output is released; nothing is emitted."""
+        del reader.splits[split]
+        reader.mux.unregister(split)
+        self._emit("split_finished", split=split)
+
+    # ---- alignment (WM-22..WM-26) ------------------------------------------
+
+    def _maybe_pause(self, reader: Reader, split: int) -> None:
+        """WM-26: a split whose oldest sample is above the maximum allowed stops being read."""
+        state = reader.splits[split]
+        above = state.sampler.oldest() > reader.max_allowed
+        if self.aligned and not self.ending and not state.paused and above:
+            state.paused = True
+            state.clock.pause()
+            self._emit("paused", split=split)
+
+    def _check_wait(self, reader: Reader) -> None:
+        """WM-25: a reader whose oldest sample is above the maximum allowed stops reading."""
+        if not self.aligned or self.ending:
+            return
+        wait = reader.max_allowed < reader.latest.oldest()
+        if wait and not reader.blocked:
+            reader.blocked = True
+            reader.main_clock.pause()
+            self._emit("blocked", reader=reader.index)
+        elif not wait and reader.blocked:
+            reader.blocked = False
+            reader.main_clock.resume()
+            self._emit("unblocked", reader=reader.index)
+
+    def _check_splits(self, reader: Reader) -> None:
+        """WM-26 (2.3.0): idle splits are neither paused nor resumed."""
+        pause, resume = [], []
+        for split, state in reader.splits.items():
+            if state.idle:
+                continue
+            if state.sampler.oldest() > reader.max_allowed:
+                if not state.paused:
+                    pause.append(split)
+            elif state.paused:
+                resume.append(split)
+        for split in pause:
+            reader.splits[split].paused = True
+            reader.splits[split].clock.pause()
+            self._emit("paused", split=split)
+        for split in resume:
+            reader.splits[split].paused = False
+            reader.splits[split].clock.resume()
+            self._emit("resumed", split=split)
+
+    def _check(self, reader: Reader) -> None:
+        self._check_wait(reader)
+        self._check_splits(reader)
+        self._read(reader)
+
+    def _align(self) -> None:
+        """C4: every reader samples, checks and reports (WM-22); the coordinator announces the
+        minimum report plus the drift (WM-23, WM-24); every reader that reported checks again."""
+        for reader in self.readers:
+            for state in reader.splits.values():
+                state.sampler.sample()
+            reader.latest.sample()
+            self._check(reader)
+            if reader.latest.latest != MIN_WATERMARK:  # nothing before the first watermark
+                reader.reported = MAX_WATERMARK if reader.output.idle else reader.latest.latest
+        reports = [r.reported for r in self.readers if r.reported is not None]
+        if not reports:
+            return
+        drift = self.config.max_drift or 0
+        allowed = min(min(reports) + drift, MAX_WATERMARK)
+        self._emit("max_allowed", value=allowed)
+        for reader in self.readers:
+            if reader.reported is not None:
+                reader.max_allowed = allowed
+                self._check(reader)
+
+    # ---- reading ------------------------------------------------------------
+
+    def _read(self, reader: Reader) -> None:
+        """The reader reads what is available, in order, unless blocked; a paused split's records
+        (and its end) wait (WM-25, WM-26)."""
+        held = self.held[reader.index]
+        i = 0
+        while i < len(held) and (self.ending or not reader.blocked):
+            kind, split, ts = held[i]
+            if not self.ending and reader.splits[split].paused:
+                i += 1
+                continue
+            del held[i]
+            if kind == "finish":
+                self._finish(reader, split)
+            else:  # WM-1: the record first, then the generator sees it
+                self._emit("record", split=split, ts=ts)
+                reader.splits[split].generator.on_event(ts, reader.mux.immediate(split))
 
     def _periodic_emit(self) -> None:
         """WM-3: per reader in index order: each split's generator in the order added (deferred),
         then the multiplexer combines, then the main output's generator."""
         for reader in self.readers:
-            for split in reader.splits:
-                self.split_gens[split].on_periodic_emit(reader.mux.deferred(split))
+            for split, state in reader.splits.items():
+                state.generator.on_periodic_emit(reader.mux.deferred(split))
             reader.mux.combine()
             reader.main.on_periodic_emit(reader.manager.main)
 
-    def _finish(self, split: int) -> None:
-        """WM-9: the split's output is released; nothing is emitted."""
-        reader = self.readers[self.split_reader[split]]
-        reader.splits.remove(split)
-        reader.mux.unregister(split)
-        del self.split_gens[split]
-        self.events.append(event(self.step_index, "split_finished", split=split))
+    # ---- steps -------------------------------------------------------------
 
     def apply(self, index: int, step: Step) -> list[Event]:
         self.step_index = index
@@ -380,11 +560,11 @@ class Model:
         if isinstance(step, AddSplitStep):
             self.split_reader[step.split] = step.reader
             self._add(step.reader, step.split)
-        elif isinstance(step, RecordStep):
-            # WM-1: the record first, then the generator sees it
-            self.events.append(event(index, "record", split=step.split, ts=step.ts))
-            reader = self.readers[self.split_reader[step.split]]
-            self.split_gens[step.split].on_event(step.ts, reader.mux.immediate(step.split))
+        elif isinstance(step, (RecordStep, FinishSplitStep)):
+            r = self.split_reader[step.split]
+            ts = step.ts if isinstance(step, RecordStep) else 0
+            self.held[r].append(("record" if isinstance(step, RecordStep) else "finish", step.split, ts))
+            self._read(self.readers[r])
         elif isinstance(step, TickStep):
             target = self.now + step.ms
             while self.config.interval > 0 and self.next_emit <= target:
@@ -392,24 +572,26 @@ class Model:
                 self._periodic_emit()
                 self.next_emit += self.config.interval
             self.now = target
-        elif isinstance(step, FinishSplitStep):
-            self._finish(step.split)
+        elif isinstance(step, AlignStep):
+            self._align()
         elif isinstance(step, FailoverStep):
-            splits = [(r, s) for r, reader in enumerate(self.readers) for s in reader.splits]
+            splits = [(r.index, s) for r in self.readers for s in r.splits]
+            self._emit("restarted")
             self._start()
-            self.step_index = index
-            self.events.append(event(index, "restarted"))
             for r, s in splits:  # WM-4, WM-16: restored splits registered at once, at MIN
                 self._add(r, s)
+            for reader in self.readers:  # what was available and unread is read by the new attempt
+                self._read(reader)
         elif isinstance(step, EndStep):
+            self.ending = True  # C5: the rest is read without pausing, every split finishes
+            for reader in self.readers:
+                self._read(reader)
             for reader in self.readers:
                 for split in list(reader.splits):
-                    self._finish(split)
-            for r, reader in enumerate(self.readers):  # WM-15; D2: ACTIVE first if it was idle
+                    self._finish(reader, split)
+            for reader in self.readers:  # WM-15; D2: ACTIVE first if it was idle
                 if reader.output.idle:
                     reader.output.idle = False
-                    reader.output.emit(event(index, "status", reader=r, idle=False))
-                reader.output.emit(event(index, "watermark", reader=r, value=MAX_WATERMARK))
-        elif isinstance(step, AlignStep):
-            raise ScheduleError(index, "WM-22", "alignment is not modelled yet", step.op)
+                    reader.output.emit(event(index, "status", reader=reader.index, idle=False))
+                reader.output.emit(event(index, "watermark", reader=reader.index, value=MAX_WATERMARK))
         return list(self.events)

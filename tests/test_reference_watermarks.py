@@ -57,6 +57,31 @@ def test_a_failover_starts_the_watermarks_again() -> None:
         "@5 watermark r0 2", "@5 output 2"]
 
 
+def test_alignment_blocks_readers_and_pauses_splits_and_lets_them_go() -> None:
+    """WM-23..WM-26 with the latest watermark (alignment_buffer=0): the minimum report 9 plus the
+    drift 5 allows 14: r0 at 29 blocks and its split pauses; r0's next record waits.  A split's
+    rise above the allowed maximum pauses it at once, and the reader blocks as its watermark
+    goes out.  The next round allows 34: both go on, and the waiting record is read."""
+    assert trace("readers=2 interval=10 max_drift=5 alignment_buffer=0", [
+        "add r0 s0", "add r1 s1", "record s0 30", "record s1 10", "tick 10", "align", "record s0 40",
+        "record s1 30", "tick 10", "align"]) == [
+        "@2 record s0 30", "@3 record s1 10", "@4 watermark r0 29", "@4 watermark r1 9", "@4 output 9",
+        "@5 max_allowed 14", "@5 blocked r0", "@5 paused s0",
+        "@7 record s1 30", "@8 paused s1", "@8 blocked r1", "@8 watermark r1 29", "@8 output 29",
+        "@9 max_allowed 34", "@9 unblocked r0", "@9 resumed s0", "@9 record s0 40", "@9 unblocked r1",
+        "@9 resumed s1"]
+
+
+def test_alignment_looks_back_over_the_buffer() -> None:
+    """WM-25 with the default buffer of 3: the check compares the sample of three rounds ago, MIN
+    until three rounds have passed."""
+    assert trace("readers=2 interval=10 max_drift=5", [
+        "add r0 s0", "add r1 s1", "record s0 30", "record s1 10", "tick 10", "align", "align",
+        "align"]) == [
+        "@2 record s0 30", "@3 record s1 10", "@4 watermark r0 29", "@4 watermark r1 9", "@4 output 9",
+        "@5 max_allowed 14", "@6 max_allowed 14", "@7 blocked r0", "@7 paused s0", "@7 max_allowed 14"]
+
+
 def valve_run(channels: int, inputs: list[tuple[str, int, int | bool]]) -> list[list[str]]:
     """Feed ("wm", channel, value) / ("status", channel, idle) inputs; the outputs of each."""
     out: list[Event] = []
