@@ -1,0 +1,267 @@
+"""The conformance part of the watermarks area: strategies, invariants, and the checker's hooks.
+
+Strategies draw valid schedules step by step (WM-29 holds by construction). `Features` says which
+parts of the vocabulary a property uses; `Features.restrict` drops what an adapter cannot run.
+Every step is one integer drawn by hypothesis: shrinking it towards 0 picks the plainest step
+(a record with a small timestamp), and shrinking the list removes steps.
+
+The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
+(SCRIPTED); a FREE adapter cannot be checked on them (`free_checkable` is False).
+
+`monotonic_problems` states WM-7, WM-11 and WM-18 on a trace directly: within one attempt of the
+job, what each reader sends and what the valve emits strictly increase.  The properties hold the
+oracle's traces to it, so the oracle cannot drift from the invariant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hypothesis import strategies as st
+
+from conformance.strategies import Malformed, batches
+from spec.adapter import unsupported
+from spec.areas.watermarks import (
+    AddSplitStep,
+    AlignStep,
+    EndStep,
+    FailoverStep,
+    FinishSplitStep,
+    RecordStep,
+    TickStep,
+    WatermarksConfig,
+)
+from spec.schedule import Event, Schedule, Step, Trace
+
+AREA = "watermarks"
+
+# --------------------------------------------------------------------------
+# The checker's hooks
+# --------------------------------------------------------------------------
+
+_RULES = {
+    "record": ("WM-1", "WM-25", "WM-26"),
+    "watermark": ("WM-2", "WM-3", "WM-6", "WM-7", "WM-8", "WM-11", "WM-13", "WM-15", "WM-16"),
+    "status": ("WM-11", "WM-12", "WM-13", "WM-14"),
+    "output_watermark": ("WM-17", "WM-18", "WM-19", "WM-20"),
+    "output_status": ("WM-19", "WM-21"),
+    "split_finished": ("WM-9", "WM-15"),
+    "max_allowed": ("WM-22", "WM-23", "WM-24"),
+    "blocked": ("WM-25",),
+    "unblocked": ("WM-25",),
+    "paused": ("WM-26",),
+    "resumed": ("WM-26",),
+    "restarted": ("WM-16",),
+}
+
+
+def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
+    """The rules a divergence in these event kinds concerns (a hint for the report)."""
+    out: list[str] = []
+    for k in kinds:
+        out += [r for r in _RULES.get(k, ()) if r not in out]
+    return tuple(out)
+
+
+def free_checkable(schedule: Schedule) -> bool:
+    """Never: every event of this area is placed by the schedule's steps."""
+    return False
+
+
+FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
+
+
+def order_graph(schedule: Schedule, outputs: Sequence[Event]) -> Any:
+    raise NotImplementedError("watermarks traces are compared exactly (free_checkable is False)")
+
+
+def output_keys(events: Sequence[Event]) -> list[Any]:
+    raise NotImplementedError("watermarks traces are compared exactly (free_checkable is False)")
+
+
+# --------------------------------------------------------------------------
+# Invariants stated on a trace
+# --------------------------------------------------------------------------
+
+
+def monotonic_problems(trace: Trace) -> list[str]:
+    """WM-7, WM-11, WM-18: within an attempt (between `restarted` events), every watermark a reader
+    sends is above the ones it sent before, and so is every watermark the valve emits."""
+    problems: list[str] = []
+    last: dict[Any, int] = {}
+    for e in trace.events:
+        if e.event == "restarted":
+            last = {}
+        elif e.event in ("watermark", "output_watermark"):
+            who = e.reader if e.event == "watermark" else "valve"
+            if who in last and e.value <= last[who]:
+                problems.append(f"@{e.step} {who}: watermark {e.value} after {last[who]}")
+            last[who] = e.value
+    return problems
+
+
+# --------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Features:
+    """Which parts of the vocabulary a strategy uses."""
+
+    max_readers: int = 1
+    max_splits: int = 3  # per reader
+    punctuated: bool = False
+    idleness: bool = False
+    alignment: bool = False
+    failover: bool = False
+    finish: bool = True  # finish_split steps
+    end: bool = True  # schedules may end with `end`
+    max_steps: int = 20
+
+    def restrict(self, capabilities: Mapping[str, str | None], completion_order: str) -> Features:
+        """These features without the ones the adapter does not support."""
+        ok = lambda cap: unsupported(capabilities, f"watermarks.{cap}") is None  # noqa: E731
+        return replace(self, max_readers=self.max_readers if ok("channels") else 1,
+                       punctuated=self.punctuated and ok("punctuated"),
+                       idleness=self.idleness and ok("idleness"),
+                       alignment=self.alignment and ok("alignment"),
+                       failover=self.failover and ok("failover"))
+
+
+CONFIG_BITS = st.integers(0, 2**32 - 1)
+# About fifteen steps on average (a flat list averages five), each one integer.
+STEP_BITS = st.lists(st.lists(st.integers(0, 2**20 - 1), min_size=1, max_size=10), min_size=1, max_size=5)
+
+
+def _bits(n: int, first: int, count: int) -> int:
+    return (n >> first) & ((1 << count) - 1)
+
+
+def config_of(n: int, f: Features) -> WatermarksConfig:
+    """A configuration from 32 bits: 0-1 readers, 2-3 bound, 4 interval, 5-6 idleness, 7-8 drift,
+    9-10 the alignment buffer, 11 punctuated."""
+    return WatermarksConfig(
+        readers=1 + _bits(n, 0, 2) % f.max_readers,
+        bound=_bits(n, 2, 2),
+        interval=(10, 5)[_bits(n, 4, 1)],
+        idleness=(15, 10, 25, 15)[_bits(n, 5, 2)] if f.idleness else None,
+        max_drift=(5, 10, 20, 5)[_bits(n, 7, 2)] if f.alignment else None,
+        alignment_buffer=_bits(n, 9, 2) if f.alignment else 3,
+        punctuated=f.punctuated and _bits(n, 11, 1) == 1,
+    )
+
+
+class _Drawing:
+    """One schedule being drawn: the splits added and finished so far."""
+
+    def __init__(self, f: Features, config: WatermarksConfig):
+        self.f, self.config = f, config
+        self.splits: dict[int, int] = {}  # split -> reader
+        self.finished: set[int] = set()
+        self.steps: list[Step] = []
+
+    def options(self) -> list[tuple[int, Any]]:
+        """(weight, step or step factory) of every valid next step; the plainest first."""
+        live = [s for s in self.splits if s not in self.finished]
+        out: list[tuple[int, Any]] = []
+        out += [(3, lambda n, s=s: RecordStep(s, n % 48)) for s in live]
+        out.append((3, lambda n: TickStep(1 + n % (2 * self.config.interval + 3))))
+        if len(self.splits) < self.f.max_splits * self.config.readers:
+            split = len(self.splits)
+            out.append((2, lambda n: AddSplitStep(n % self.config.readers, split)))
+        if self.f.finish:
+            out += [(1, FinishSplitStep(s)) for s in live]
+        if self.f.alignment:
+            out.append((4, AlignStep()))
+        if self.f.failover:
+            out.append((1, FailoverStep()))
+        return out
+
+    def step(self, n: int) -> Step:
+        options = self.options()
+        total = sum(w for w, _ in options)
+        pick = n % total
+        for weight, option in options:
+            if pick < weight:
+                return option(n >> 8) if callable(option) else option  # type: ignore[no-any-return]
+            pick -= weight
+        raise AssertionError("unreachable")
+
+    def apply(self, s: Step) -> None:
+        if isinstance(s, AddSplitStep):
+            self.splits[s.split] = s.reader
+        elif isinstance(s, FinishSplitStep):
+            self.finished.add(s.split)
+        self.steps.append(s)
+
+
+@st.composite
+def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) -> Schedule:
+    """A valid watermarks schedule using the features."""
+    if config is None:
+        config = config_of(draw(CONFIG_BITS), f)
+    d = _Drawing(f, config)
+    for n in [n for chunk in draw(STEP_BITS) for n in chunk][: f.max_steps]:
+        d.apply(d.step(n))
+    if f.end and draw(st.booleans()):
+        d.apply(EndStep())
+    return Schedule(AREA, config, tuple(d.steps))
+
+
+def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:
+    return batches(schedules(f), max_size)
+
+
+# --------------------------------------------------------------------------
+# Malformed schedules (WM-28, WM-29 and the shared SCH rules)
+# --------------------------------------------------------------------------
+
+
+def _with(base: Schedule, config: dict[str, Any] | None = None,
+          steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    d = base.to_dict()
+    if config is not None:
+        d["config"].update(config)
+    if steps is not None:
+        d["steps"] = steps
+    return d
+
+
+@st.composite
+def malformed_schedules(draw: Any) -> Malformed:
+    """A valid schedule broken in one way that names its rule and its step."""
+    f = Features(max_readers=3, max_steps=8, end=False)
+    base: Schedule = draw(schedules(f))
+    steps = base.to_dict()["steps"]
+    n = len(steps)
+    kind = draw(st.sampled_from(("zero idleness", "negative drift", "unknown reader", "split added twice",
+                                 "record of an unknown split", "record after finish", "align unaligned",
+                                 "end in the middle", "negative bound", "unknown op")))
+    if kind == "zero idleness":
+        return Malformed(_with(base, {"idleness": 0}), None, "WM-28", kind)
+    if kind == "negative drift":
+        return Malformed(_with(base, {"max_drift": -5}), None, "WM-28", kind)
+    if kind == "negative bound":
+        return Malformed(_with(base, {"bound": -1}), None, "SCH-2", kind)
+    unused = n + 100  # a split id no step uses
+    if kind == "unknown reader":
+        bad = {"op": "add_split", "reader": base.config.readers, "split": unused}
+        return Malformed(_with(base, steps=[*steps, bad]), n, "WM-29", kind)
+    if kind == "split added twice":
+        add = {"op": "add_split", "reader": 0, "split": unused}
+        return Malformed(_with(base, steps=[*steps, add, add]), n + 1, "WM-29", kind)
+    if kind == "record of an unknown split":
+        return Malformed(_with(base, steps=[*steps, {"op": "record", "split": unused, "ts": 1}]), n,
+                         "WM-29", kind)
+    if kind == "record after finish":
+        more = [{"op": "add_split", "reader": 0, "split": unused}, {"op": "finish_split", "split": unused},
+                {"op": "record", "split": unused, "ts": 1}]
+        return Malformed(_with(base, steps=[*steps, *more]), n + 2, "WM-29", kind)
+    if kind == "align unaligned":
+        return Malformed(_with(base, steps=[*steps, {"op": "align"}]), n, "WM-29", kind)
+    if kind == "end in the middle":
+        return Malformed(_with(base, steps=[{"op": "end"}, {"op": "tick", "ms": 1}]), 0, "WM-29", kind)
+    return Malformed(_with(base, steps=[*steps, {"op": "emit", "value": 1}]), n, "SCH-1", "unknown op")
