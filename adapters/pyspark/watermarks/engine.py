@@ -404,9 +404,6 @@ class WatermarkSampler:
     def oldest(self) -> int:
         return self.ring[0] if self.capacity else self.latest
 
-    def to_json(self) -> dict[str, Any]:
-        return {"capacity": self.capacity, "ring": list(self.ring), "latest": self.latest}
-
 
 class ReaderAlignment(SplitListener, OutputListener):
     """The alignment part of one reader (Flink's `SourceOperator`): the maximum allowed watermark,
