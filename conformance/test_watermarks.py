@@ -24,7 +24,7 @@ FEATURES = {
     "test_generation_and_combination": Features(max_splits=3, max_steps=24),
     "test_punctuated_generators": Features(punctuated=True, max_splits=3, max_steps=24),
     "test_idleness": Features(idleness=True, max_splits=2, max_steps=24),
-    "test_valve": Features(max_readers=3, idleness=True, max_splits=2, max_steps=30),
+    "test_valve": Features(min_readers=3, max_readers=3, idleness=True, rounds=True, max_steps=60),
     "test_end_of_input": Features(max_readers=3, idleness=True, punctuated=True, max_steps=20),
     "test_failover": Features(max_readers=2, idleness=True, failover=True, max_steps=24),
     "test_alignment": Features(max_readers=3, alignment=True, idleness=True, punctuated=True, max_steps=30),

@@ -112,6 +112,7 @@ class Features:
     """Which parts of the vocabulary a strategy uses."""
 
     max_readers: int = 1
+    min_readers: int = 1
     max_splits: int = 3  # per reader
     punctuated: bool = False
     idleness: bool = False
@@ -119,12 +120,15 @@ class Features:
     failover: bool = False
     finish: bool = True  # finish_split steps
     end: bool = True  # schedules may end with `end`
+    rounds: bool = False  # one split per reader, then rounds: records for some readers, then a tick
     max_steps: int = 20
 
     def restrict(self, capabilities: Mapping[str, str | None], completion_order: str) -> Features:
         """These features without the ones the adapter does not support."""
         ok = lambda cap: unsupported(capabilities, f"watermarks.{cap}") is None  # noqa: E731
-        return replace(self, max_readers=self.max_readers if ok("channels") else 1,
+        channels = ok("channels")
+        return replace(self, max_readers=self.max_readers if channels else 1,
+                       min_readers=self.min_readers if channels else 1,
                        punctuated=self.punctuated and ok("punctuated"),
                        idleness=self.idleness and ok("idleness"),
                        alignment=self.alignment and ok("alignment"),
@@ -144,7 +148,7 @@ def config_of(n: int, f: Features) -> WatermarksConfig:
     """A configuration from 32 bits: 0-1 readers, 2-3 bound, 4 interval, 5-6 idleness, 7-8 drift,
     9-10 the alignment buffer, 11 punctuated."""
     return WatermarksConfig(
-        readers=1 + _bits(n, 0, 2) % f.max_readers,
+        readers=f.min_readers + _bits(n, 0, 2) % (f.max_readers - f.min_readers + 1),
         bound=_bits(n, 2, 2),
         interval=(10, 5)[_bits(n, 4, 1)],
         idleness=(15, 10, 25, 15)[_bits(n, 5, 2)] if f.idleness else None,
@@ -198,14 +202,42 @@ class _Drawing:
         self.steps.append(s)
 
 
+def _rounds(config: WatermarksConfig, draws: list[int]) -> list[Step]:
+    """One split per reader, then per drawn integer a round: a record for each reader that is
+    talking, then a periodic interval; a reader starts talking, and falls silent or talks again with
+    odds of one in four each round.  Reader r's timestamps rise from 100 x r, so the readers'
+    watermarks are ordered.  At the end, silence until every reader is idle, in the order of their
+    last records.  So the valve's channels go idle, and come back below or above its output, in many
+    orders (WM-19, WM-20)."""
+    steps: list[Step] = [AddSplitStep(r, r) for r in range(config.readers)]
+    ts = [100 * r for r in range(config.readers)]
+    talking = [True] * config.readers
+    for n in draws:
+        for r in range(config.readers):
+            if n >> (3 * r) & 3 == 0:
+                talking[r] = not talking[r]
+            if talking[r]:
+                ts[r] += 1 + (n >> (12 + r) & 1)
+                steps.append(RecordStep(r, ts[r]))
+        steps.append(TickStep(max(config.interval, 1)))
+    steps.append(TickStep(max(config.interval, 1) * 3 + (config.idleness or 0)))
+    return steps
+
+
 @st.composite
 def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) -> Schedule:
     """A valid watermarks schedule using the features."""
     if config is None:
         config = config_of(draw(CONFIG_BITS), f)
     d = _Drawing(f, config)
-    for n in [n for chunk in draw(STEP_BITS) for n in chunk][: f.max_steps]:
-        d.apply(d.step(n))
+    draws = [n for chunk in draw(STEP_BITS) for n in chunk]
+    if f.rounds:
+        rounds = _rounds(config, draws)
+        for s in rounds[: f.max_steps - 1] + rounds[-1:]:
+            d.apply(s)
+    else:
+        for n in draws[: f.max_steps]:
+            d.apply(d.step(n))
     if f.end and draw(st.booleans()):
         d.apply(EndStep())
     return Schedule(AREA, config, tuple(d.steps))

@@ -1,0 +1,43 @@
+"""The suite catches every deliberately wrong adapter of the watermarks area
+(tests/wrong_watermarks.py), in the property that checks the broken rule, and names that rule."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.test_suite_failures import REPO, reproducer, suite_runner
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    return suite_runner(pytester, monkeypatch, str(REPO / "conformance" / "test_watermarks.py"))
+
+
+CASES = [
+    # (wrong adapter, the property that must catch it, a rule its report must name)
+    ("FlinkValve230", "test_valve", "WM-19"),
+    ("IdleSplitsCounted", "test_idleness", "WM-6"),
+    ("SendsEqualWatermarks", "test_generation_and_combination", "WM-7"),
+    ("RestoresWatermarks", "test_failover", "WM-16"),
+    ("LazySplitOutputs", "test_generation_and_combination", "WM-4"),
+    ("BlocksWhenEqual", "test_alignment", "WM-25"),
+]
+
+
+@pytest.mark.parametrize(("adapter", "prop", "rule"), CASES, ids=[c[0] for c in CASES])
+def test_wrong_watermarks_adapter_is_caught(run_suite, adapter: str, prop: str, rule: str) -> None:  # type: ignore[no-untyped-def]
+    # Alignment is SHOULD-level: its failures fail the run only with --strict.
+    strict = ["--strict"] if prop == "test_alignment" else []
+    result = run_suite("--adapter", f"tests.wrong_watermarks:{adapter}", "--areas", "watermarks", "-k", prop,
+                       *strict)
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    assert f"adapter '{adapter}' does not conform" in out, out
+    rules = re.search(r"^rules: (.*)$", out, re.M)
+    assert rules and rule in rules[1], (rule, rules and rules[1], out[-3000:])
+    want = f"python -m conformance check --adapter tests.wrong_watermarks:{adapter} "
+    assert reproducer(out).startswith(want)

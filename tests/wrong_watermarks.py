@@ -1,0 +1,221 @@
+"""Deliberately wrong adapters of the watermarks area, to show that the suite catches them
+(tests/test_wrong_watermarks.py).
+
+Each runs the reference model with one rule broken (a subclass of `reference.watermarks.Model`, or
+of one of its parts); they are test doubles, so unlike real adapters they may import `reference`.
+Schedules of other areas go to the reference unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import reference
+from reference.watermarks import Model, Multiplexer, Reader, ReaderOutput, Valve
+from spec.adapter import SCRIPTED
+from spec.area import all_capabilities
+from spec.areas.watermarks import MIN_WATERMARK, FailoverStep, FinishSplitStep, RecordStep, event
+from spec.schedule import Event, Schedule, Step, Trace, validate_schedule
+
+
+class WrongWatermarks:
+    """Runs watermarks schedules on `model` (a broken Model), the rest on the reference."""
+
+    completion_order = SCRIPTED
+    model: type[Model] = Model
+
+    def __init__(self) -> None:
+        self.name = type(self).__name__
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        return {c: None for c in all_capabilities()}
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        return [self.run(s) for s in schedules]
+
+    def run(self, schedule: Schedule) -> Trace:
+        if schedule.area != "watermarks":
+            return reference.expected_trace(schedule)
+        validate_schedule(schedule)
+        model = self.model(schedule.config)
+        events: list[Event] = []
+        for i, s in enumerate(schedule.steps):
+            events += model.apply(i, s)
+        return Trace(tuple(events))
+
+    def close(self) -> None:
+        pass
+
+
+# ---- the valve of Flink 2.3.0, before FLINK-40475 (breaks WM-19, WM-20 as this spec has them: D1)
+
+
+class _Valve230(Valve):
+    def status(self, channel: int, idle: bool) -> None:
+        c = self.channels[channel]
+        if idle and not c.idle:
+            c.idle, c.aligned = True, False
+            if not any(not x.idle for x in self.channels):
+                if c.watermark == self.last:  # 2.3.0: the flush depends on which channel went idle last
+                    top = max(x.watermark for x in self.channels)
+                    if top > self.last:
+                        self._output(top)
+                self._status(True)
+            elif c.watermark == self.last:
+                self._new_min()
+        elif not idle and c.idle:
+            c.idle = False
+            if c.watermark >= self.last:
+                c.aligned = True
+            if self.idle:
+                self._status(False)  # 2.3.0: no new minimum after a channel comes back
+
+
+class _WithValve230(Model):
+    def _start(self) -> None:
+        super()._start()
+        self.valve = _Valve230(self.config.readers, self.events.append, lambda: self.step_index)
+
+
+class FlinkValve230(WrongWatermarks):
+    """The valve of Flink 2.3.0 (FLINK-40475 unfixed): breaks WM-19/WM-20 of this spec (D1)."""
+
+    model = _WithValve230
+
+
+# ---- idle splits counted in the minimum (breaks WM-6)
+
+
+class _CountsIdle(Multiplexer):
+    def combine(self) -> None:
+        if self.partials:
+            parts = list(self.partials.values())
+            self.idle = all(p.idle for p in parts)
+            candidate = min(p.watermark for p in parts)  # idle splits hold the others back
+            if candidate > self.combined:
+                self.combined = candidate
+                self.output.emit_watermark(candidate)
+        if self.idle:
+            self.output.mark_idle()
+
+
+class _CountsIdleSplits(Model):
+    def _reader(self, r: int) -> Reader:
+        reader = super()._reader(r)
+        reader.mux = _CountsIdle(reader.manager.split_local)
+        return reader
+
+
+class IdleSplitsCounted(WrongWatermarks):
+    """Idle splits stay in the reader's minimum (breaks WM-6)."""
+
+    model = _CountsIdleSplits
+
+
+# ---- the combination sent again at every periodic emission, even unchanged (breaks WM-7, WM-11)
+
+
+class _Resends(Multiplexer):
+    def combine(self) -> None:
+        if self.partials:
+            parts = list(self.partials.values())
+            active = [p.watermark for p in parts if not p.idle]
+            self.idle = not active
+            candidate = min(active) if active else max(p.watermark for p in parts)
+            if candidate >= self.combined and candidate != MIN_WATERMARK:  # should be >
+                self.combined = candidate
+                self.output.emit_watermark(candidate)
+        if self.idle:
+            self.output.mark_idle()
+
+
+class _SendsEqual(ReaderOutput):
+    def emit_watermark(self, value: int) -> None:
+        if value == self.max_so_far and value != MIN_WATERMARK:  # should be dropped
+            self.emit(event(self.step(), "watermark", reader=self.reader, value=value))
+        else:
+            super().emit_watermark(value)
+
+
+class _EqualWatermarks(Model):
+    def _reader(self, r: int) -> Reader:
+        reader = super()._reader(r)
+        reader.mux = _Resends(reader.manager.split_local)
+        reader.output.__class__ = _SendsEqual
+        return reader
+
+
+class SendsEqualWatermarks(WrongWatermarks):
+    """A reader sends its watermark at every periodic emission, also when it did not rise (breaks
+    WM-7, WM-11)."""
+
+    model = _EqualWatermarks
+
+
+# ---- watermarks kept across a failover (breaks WM-16)
+
+
+class _KeepsWatermarks(Model):
+    def apply(self, index: int, step: Step) -> list[Event]:
+        if not isinstance(step, FailoverStep):
+            return super().apply(index, step)
+        valve, sent = self.valve, [(r.output.max_so_far, r.output.idle) for r in self.readers]
+        events = super().apply(index, step)
+        self.valve = valve  # as if restored from a checkpoint
+        for reader, (top, idle) in zip(self.readers, sent):
+            reader.output.max_so_far, reader.output.idle = top, idle
+        return events
+
+
+class RestoresWatermarks(WrongWatermarks):
+    """A failover restores the readers' and the valve's watermarks (breaks WM-16)."""
+
+    model = _KeepsWatermarks
+
+
+# ---- a split's output created at its first record (breaks WM-4, WM-10: FLINK-26018)
+
+
+class _LazySplitOutputs(Model):
+    def __init__(self, config):  # type: ignore[no-untyped-def]
+        self.lazy: dict[int, int] = {}
+        super().__init__(config)
+
+    def _add(self, r: int, split: int) -> None:
+        self.lazy[split] = r  # registered later, at its first record
+
+    def apply(self, index: int, step: Step) -> list[Event]:
+        if isinstance(step, (RecordStep, FinishSplitStep)) and step.split in self.lazy:
+            Model._add(self, self.lazy.pop(step.split), step.split)
+        return super().apply(index, step)
+
+
+class LazySplitOutputs(WrongWatermarks):
+    """A split's output is registered at its first record, not when the split is added (breaks WM-4,
+    WM-10)."""
+
+    model = _LazySplitOutputs
+
+
+# ---- a reader blocks when its watermark equals the allowed maximum (breaks WM-25)
+
+
+class _BlocksWhenEqual(Model):
+    def _check_wait(self, reader: Reader) -> None:
+        if not self.aligned or self.ending:
+            return
+        wait = reader.max_allowed <= reader.latest.oldest()  # should be <
+        if wait and not reader.blocked:
+            reader.blocked = True
+            reader.main_clock.pause()
+            self._emit("blocked", reader=reader.index)
+        elif not wait and reader.blocked:
+            reader.blocked = False
+            reader.main_clock.resume()
+            self._emit("unblocked", reader=reader.index)
+
+
+class BlocksWhenEqual(WrongWatermarks):
+    """A reader stops reading when its watermark equals the allowed maximum (breaks WM-25)."""
+
+    model = _BlocksWhenEqual
