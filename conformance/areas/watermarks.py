@@ -214,7 +214,7 @@ def _rounds(config: WatermarksConfig, draws: list[int]) -> list[Step]:
     talking = [True] * config.readers
     for n in draws:
         for r in range(config.readers):
-            if n >> (3 * r) & 3 == 0:
+            if n >> (3 * r) & 3 == 3:  # 0 (where shrinking goes) changes nothing
                 talking[r] = not talking[r]
             if talking[r]:
                 ts[r] += 1 + (n >> (12 + r) & 1)
