@@ -160,7 +160,6 @@ class WatermarkJob:
             for split in state["splits"]:
                 reader.add_split(split)
             reader.available = [(s, ts) for s, ts in state["available"]]
-            reader.finishing = set(state["finishing"])
         for reader in self.readers:
             reader.pump()
 

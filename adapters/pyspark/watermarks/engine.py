@@ -655,8 +655,9 @@ class SourceReader:
         self.main_generator = make_generator(config.bound, config.punctuated, config.idleness,
                                              self.main_clock)
         self.splits: dict[int, Split] = {}  # in the order they were added
-        self.available: list[tuple[int, int]] = []  # (split, ts), in the order they became available
-        self.finishing: set[int] = set()  # splits that finish once their available records are read
+        # (split, ts) records and (split, None) split ends, in the order they became available: a
+        # split's end is read like its records, so it too waits while the split is paused.
+        self.available: list[tuple[int, int | None]] = []
         self.ending = False
 
     # ---- splits ----------------------------------------------------------
@@ -671,16 +672,14 @@ class SourceReader:
                                    self.mux.immediate(split), self.mux.deferred(split))
 
     def finish_split(self, split: int) -> None:
-        self.finishing.add(split)
-        self._maybe_finish(split)
+        self.available.append((split, None))
+        self.pump()
 
-    def _maybe_finish(self, split: int) -> None:
-        if split in self.finishing and not any(s == split for s, _ in self.available):
-            self.finishing.discard(split)
-            self.emit("split_finished", split=split)
-            self.splits.pop(split)
-            self.align.split_finished(split)
-            self.mux.unregister(split)  # WM-9: nothing emitted, no recombination
+    def _finish(self, split: int) -> None:
+        self.emit("split_finished", split=split)
+        self.splits.pop(split)
+        self.align.split_finished(split)
+        self.mux.unregister(split)  # WM-9: nothing emitted, no recombination
 
     # ---- records ---------------------------------------------------------
 
@@ -697,7 +696,10 @@ class SourceReader:
             if i is None:
                 return
             split, ts = self.available.pop(i)
-            self.read(split, ts)
+            if ts is None:
+                self._finish(split)
+            else:
+                self.read(split, ts)
 
     def read(self, split: int, ts: int) -> None:
         """WM-1: the record goes out first, then the split's generator sees it (punctuated: an
@@ -705,7 +707,6 @@ class SourceReader:
         self.emit("record", split=split, ts=ts)
         s = self.splits[split]
         s.generator.on_event(ts, s.immediate)
-        self._maybe_finish(split)
 
     # ---- periodic emission -----------------------------------------------
 
@@ -727,8 +728,7 @@ class SourceReader:
 
     def finish_all(self) -> None:
         for split in list(self.splits):
-            self.finishing.add(split)
-            self._maybe_finish(split)
+            self._finish(split)
 
     def end(self, send: Callable[..., None]) -> None:
         """WM-15 with spec D2: MAX past the output, after ACTIVE if the output is idle."""
@@ -756,7 +756,6 @@ class SourceReader:
 
     def to_json(self) -> dict[str, Any]:
         """What a restart keeps (WM-16: no watermark): the unfinished splits in the order they were
-        added, the records available and not read, and the splits waiting to finish."""
-        return {"splits": list(self.splits), "available": [list(r) for r in self.available],
-                "finishing": sorted(self.finishing)}
+        added, and the records and split ends available and not read."""
+        return {"splits": list(self.splits), "available": [list(r) for r in self.available]}
 
