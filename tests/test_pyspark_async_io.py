@@ -173,10 +173,11 @@ def test_adapter_declares_everything(spark: Any) -> None:
     a = PySparkAdapter()
     try:
         assert a.name == "pyspark" and a.completion_order == SCRIPTED
-        from adapters.pyspark import sources
+        from adapters.pyspark import sources, watermarks
 
         assert dict(a.capabilities()) == {"async_io": None, **{name: None for name in CAPABILITIES},
-                                          "sources": None, **sources.CAPABILITIES}
+                                          "sources": None, **sources.CAPABILITIES,
+                                          "watermarks": None, **watermarks.CAPABILITIES}
     finally:
         a.close()
 
