@@ -159,3 +159,20 @@ def test_sources_under_connect(connect_spark: Any) -> None:
         shutil.rmtree(work, ignore_errors=True)
     assert report.injected > 2 and report.restarts == 2, report.lines()
     assert (report.lost, report.duplicated, report.two_places) == (0, 0, 0), report.lines()
+
+
+def test_watermarks_under_connect(connect_spark: Any) -> None:
+    """The watermarks area under Connect: the hand-worked schedules of tests/test_pyspark_watermarks.py
+    give their traces, and their failovers are task failures retried by the Connect server."""
+    from adapters.pyspark import PySparkAdapter
+    from tests.test_pyspark_watermarks import CASES, expected, rendered, schedule
+
+    names = list(CASES)
+    adapter = PySparkAdapter(spark=connect_spark)
+    try:
+        traces = adapter.run_batch([schedule(n) for n in names])
+        for i, name in enumerate(names):
+            assert rendered(traces[i]) == expected(name), name
+            assert adapter.task_attempts[i] >= CASES[name][3], name
+    finally:
+        adapter.close()
