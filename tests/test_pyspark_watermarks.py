@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.pyspark.runtime import run_with_retries
 from adapters.pyspark.watermarks import CAPABILITIES
@@ -525,3 +527,32 @@ def test_failovers_through_spark_are_task_retries(spark: Any) -> None:
         assert max(adapter.task_attempts.values()) >= 2
     finally:
         adapter.close()
+
+
+# --------------------------------------------------------------------------
+# 4. The valve with many channels, against the reference's (the suite's schedules have at most 3)
+# --------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(channels=st.integers(1, 40),
+       inputs=st.lists(st.tuples(st.integers(0, 39), st.integers(-1, 60)), max_size=200))
+def test_the_valve_agrees_with_the_reference_on_many_channels(channels: int,
+                                                             inputs: list[tuple[int, int]]) -> None:
+    """Random inputs (a value of -1 is IDLE, 0 ACTIVE, above 0 a watermark) on up to 40 channels:
+    the heap-based valve emits what the reference's list-based valve does."""
+    from reference.watermarks import Valve
+
+    got: list[tuple[str, Any]] = []
+    want: list[Any] = []
+    valve = StatusWatermarkValve(channels, lambda kind, **fields: got.append((kind, *fields.values())))
+    oracle = Valve(channels, want.append, lambda: 0)
+    for ch, value in inputs:
+        ch %= channels
+        if value <= 0:
+            valve.input_status(value < 0, ch)
+            oracle.status(ch, value < 0)
+        else:
+            valve.input_watermark(value, ch)
+            oracle.watermark(ch, value)
+    assert got == [(e.event, *e.data) for e in want]

@@ -22,6 +22,7 @@ Every part starts fresh in a new incarnation (WM-16): nothing here is checkpoint
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -560,6 +561,8 @@ class StatusWatermarkValve:
     WM-21), with FLINK-40475's fix (spec D1): when the last active channel goes idle the maximum
     over all channels is flushed whatever that channel's watermark; after a channel comes back
     (after ACTIVE is sent) the minimum over the aligned channels is emitted if above the last output.
+    As in Flink, the aligned channels are kept in a heap (here with stale entries dropped when they
+    come to the top), so an input costs O(log channels).
 
     `emit(kind, **fields)` records `output_watermark` / `output_status`."""
 
@@ -568,9 +571,17 @@ class StatusWatermarkValve:
     state: list[Channel] = field(default_factory=list)
     last_watermark: int = MIN
     idle: bool = False
+    active: int = 0  # channels not idle
+    heap: list[tuple[int, int]] = field(default_factory=list)  # (watermark, channel), aligned ones
 
     def __post_init__(self) -> None:
         self.state = [Channel() for _ in range(self.channels)]
+        self.active = self.channels
+        self.heap = [(MIN, ch) for ch in range(self.channels)]
+
+    def _align(self, ch: int) -> None:
+        self.state[ch].aligned = True
+        heapq.heappush(self.heap, (self.state[ch].watermark, ch))
 
     def input_watermark(self, value: int, ch: int) -> None:
         c = self.state[ch]
@@ -578,8 +589,10 @@ class StatusWatermarkValve:
             return
         if value > c.watermark:
             c.watermark = value
-            if not c.aligned and value >= self.last_watermark:  # WM-20
-                c.aligned = True
+            if c.aligned:
+                heapq.heappush(self.heap, (value, ch))
+            elif value >= self.last_watermark:  # WM-20
+                self._align(ch)
             self._emit_aligned_min()
 
     def input_status(self, idle: bool, ch: int) -> None:
@@ -587,7 +600,8 @@ class StatusWatermarkValve:
         if idle and not c.idle:  # WM-19
             c.idle = True
             c.aligned = False
-            if all(s.idle for s in self.state):
+            self.active -= 1
+            if not self.active:
                 self._emit_max()  # D1: unconditionally (FLINK-40475)
                 self.idle = True
                 self.emit("output_status", idle=True)  # WM-21
@@ -595,8 +609,9 @@ class StatusWatermarkValve:
                 self._emit_aligned_min()
         elif not idle and c.idle:  # WM-20
             c.idle = False
+            self.active += 1
             if c.watermark >= self.last_watermark:
-                c.aligned = True
+                self._align(ch)
             if self.idle:
                 self.idle = False
                 self.emit("output_status", idle=False)  # WM-21
@@ -604,9 +619,11 @@ class StatusWatermarkValve:
 
     def _emit_aligned_min(self) -> None:
         """WM-18: the minimum over the aligned channels, if above the last output."""
-        aligned = [c.watermark for c in self.state if c.aligned]
-        if aligned and min(aligned) > self.last_watermark:
-            self.last_watermark = min(aligned)
+        heap = self.heap
+        while heap and (not self.state[heap[0][1]].aligned or self.state[heap[0][1]].watermark != heap[0][0]):
+            heapq.heappop(heap)  # a channel no longer aligned, or a watermark it has since raised
+        if heap and heap[0][0] > self.last_watermark:
+            self.last_watermark = heap[0][0]
             self.emit("output_watermark", value=self.last_watermark)
 
     def _emit_max(self) -> None:
