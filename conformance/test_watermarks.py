@@ -12,10 +12,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.areas.watermarks import Features, feature_batches, malformed_schedules, monotonic_problems
+from conformance.areas.watermarks import (
+    Features,
+    feature_batches,
+    into_async_io,
+    malformed_schedules,
+    monotonic_problems,
+    overtaking_problems,
+)
 from conformance.plugin import Conformance
-from conformance.strategies import malformed_batches, refusal_problems
+from conformance.strategies import batches, malformed_batches, refusal_problems
 from reference import expected_trace
+from spec.adapter import unsupported
 
 pytestmark = pytest.mark.area("watermarks")
 
@@ -28,6 +36,7 @@ FEATURES = {
     "test_end_of_input": Features(max_readers=3, idleness=True, punctuated=True, max_steps=20),
     "test_failover": Features(max_readers=2, idleness=True, failover=True, max_steps=24),
     "test_alignment": Features(max_readers=3, alignment=True, idleness=True, punctuated=True, max_steps=30),
+    "test_watermarks_into_async_io": Features(max_readers=3, idleness=True, punctuated=True, max_steps=24),
     "test_monotonic_within_an_attempt": Features(max_readers=3, idleness=True, punctuated=True,
                                                  failover=True, alignment=True, max_steps=30),
 }
@@ -111,6 +120,24 @@ def test_monotonic_within_an_attempt(conformance: Conformance, data: st.DataObje
     for schedule in batch:
         problems = monotonic_problems(expected_trace(schedule))
         assert not problems, f"the oracle breaks WM-7/WM-11/WM-18: {problems}\n{schedule.to_json()}"
+    conformance.check(batch)
+
+
+@pytest.mark.rule("AIO-15", "WM-1", "WM-18")
+@pytest.mark.needs("async_io.ordered", "scripted")
+@given(data=st.data())
+def test_watermarks_into_async_io(conformance: Conformance, data: st.DataObject) -> None:
+    """The two areas in sequence: what a valve's task receives from the readers (their records, the
+    valve's watermarks and statuses) goes into an async I/O operator, whose output keeps every
+    record on its side of every watermark (AIO-15, stated on the oracle's async traces from the
+    schedule alone; then the adapter's async I/O traces compared with the oracle's)."""
+    caps = conformance.capabilities()
+    modes = [m for m in ("ordered", "unordered") if unsupported(caps, f"async_io.{m}") is None]
+    f = conformance.restrict(FEATURES["test_watermarks_into_async_io"])
+    batch = data.draw(batches(into_async_io(f, modes), 12), label="batch")
+    for schedule in batch:
+        problems = overtaking_problems(schedule, expected_trace(schedule))
+        assert not problems, f"the oracle breaks AIO-15: {problems}\n{schedule.to_json()}"
     conformance.check(batch)
 
 

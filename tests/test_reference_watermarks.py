@@ -117,3 +117,21 @@ IDLE, ACTIVE = True, False
 ])
 def test_the_valve_follows_flinks_fixed_valve_tests(inputs, want) -> None:  # type: ignore[no-untyped-def]
     assert valve_run(3, inputs) == want
+
+
+def test_overtaking_is_found_on_an_async_trace() -> None:
+    """The interplay property's check (AIO-15 on an async I/O trace) finds a record that came out
+    after a watermark admitted after it, and passes the oracle's trace of the same schedule."""
+    from conformance.areas.watermarks import overtaking_problems
+    from reference import expected_trace
+    from spec.areas.async_io import event as aio
+    from spec.schedule import Trace
+
+    schedule = schedule_from_dict({"area": "async_io", "config": {"mode": "unordered"}, "steps": [
+        {"op": "record", "value": 0, "timestamp": 5}, {"op": "watermark", "timestamp": 10},
+        {"op": "complete", "record": 0, "result": [0]}]})
+    assert overtaking_problems(schedule, expected_trace(schedule)) == []
+    wrong = Trace((aio(0, "invoke", record=0, attempt=1), aio(1, "watermark", timestamp=10),
+                   aio(2, "emit", record=0, value=0, timestamp=5)))
+    assert overtaking_problems(schedule, wrong) == [
+        "watermark 0 came out before record 0, which was admitted before it"]

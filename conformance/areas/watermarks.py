@@ -297,3 +297,80 @@ def malformed_schedules(draw: Any) -> Malformed:
     if kind == "end in the middle":
         return Malformed(_with(base, steps=[{"op": "end"}, {"op": "tick", "ms": 1}]), 0, "WM-29", kind)
     return Malformed(_with(base, steps=[*steps, {"op": "emit", "value": 1}]), n, "SCH-1", "unknown op")
+
+
+# --------------------------------------------------------------------------
+# Into the async I/O operator (the two areas' models in sequence)
+# --------------------------------------------------------------------------
+
+
+def downstream_inputs(trace: Trace) -> list[tuple[str, Any]]:
+    """What the task after the valve receives, in order: the readers' records (their timestamps),
+    the valve's watermarks and statuses."""
+    out: list[tuple[str, Any]] = []
+    for e in trace.events:
+        if e.event == "record":
+            out.append(("record", e.ts))
+        elif e.event == "output_watermark":
+            out.append(("watermark", e.value))
+        elif e.event == "output_status":
+            out.append(("status", e.idle))
+    return out
+
+
+@st.composite
+def into_async_io(draw: Any, f: Features, modes: Sequence[str]) -> Schedule:
+    """A watermarks schedule run on the reference; what its valve's task receives becomes the input
+    of an async I/O operator in that task (capacity 100, so every record is admitted at once), each
+    call completing, with its record's index as its result, at a drawn later point."""
+    from reference import expected_trace
+    from spec.areas.async_io import AsyncIoConfig, CompleteStep, StatusStep, WatermarkStep
+    from spec.areas.async_io import RecordStep as AsyncRecord
+
+    inputs = downstream_inputs(expected_trace(draw(schedules(f))))
+    config = AsyncIoConfig(mode=draw(st.sampled_from(list(modes))))
+    steps: list[Step] = []
+    outstanding: list[int] = []
+    for kind, value in inputs:
+        while outstanding and draw(st.integers(0, 2)) == 0:
+            i = outstanding.pop(draw(st.integers(0, len(outstanding) - 1)))
+            steps.append(CompleteStep(i, (i,)))
+        if kind == "record":
+            outstanding.append(sum(isinstance(s, AsyncRecord) for s in steps))
+            steps.append(AsyncRecord(outstanding[-1], value))
+        elif kind == "watermark":
+            steps.append(WatermarkStep(value))
+        else:
+            steps.append(StatusStep(value))
+    steps += [CompleteStep(i, (i,)) for i in outstanding]
+    return Schedule("async_io", config, tuple(steps))
+
+
+def overtaking_problems(schedule: Schedule, trace: Trace) -> list[str]:
+    """AIO-15 stated on an async I/O trace from the schedule alone: a record admitted before a
+    watermark is emitted before it, one admitted after it is emitted after it (every input here is
+    admitted when it arrives; watermarks come out in their input order, AIO-17)."""
+    order: list[tuple[str, int]] = []  # ("record", index) / ("watermark", k), in input order
+    records = watermarks = 0
+    for s in schedule.steps:
+        if s.op == "record":
+            order.append(("record", records))
+            records += 1
+        elif s.op == "watermark":
+            order.append(("watermark", watermarks))
+            watermarks += 1
+    position = {item: i for i, item in enumerate(order)}
+    out: list[tuple[str, int]] = []
+    k = 0
+    for e in trace.events:
+        if e.event == "emit":
+            out.append(("record", e.record))
+        elif e.event == "watermark":
+            out.append(("watermark", k))
+            k += 1
+    problems = []
+    for i, a in enumerate(out):
+        for b in out[i + 1:]:
+            if a[0] != b[0] and position[a] > position[b]:
+                problems.append(f"{a[0]} {a[1]} came out before {b[0]} {b[1]}, which was admitted before it")
+    return problems
