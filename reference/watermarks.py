@@ -468,7 +468,7 @@ class Model:
         """WM-25: a reader whose oldest sample is above the maximum allowed stops reading."""
         if not self.aligned or self.ending:
             return
-        wait = reader.max_allowed < reader.latest.oldest()
+        wait = self._waits(reader)
         if wait and not reader.blocked:
             reader.blocked = True
             reader.main_clock.pause()
@@ -477,6 +477,10 @@ class Model:
             reader.blocked = False
             reader.main_clock.resume()
             self._emit("unblocked", reader=reader.index)
+
+    def _waits(self, reader: Reader) -> bool:
+        """WM-25: strictly above: a reader exactly at the allowed maximum goes on reading."""
+        return reader.max_allowed < reader.latest.oldest()
 
     def _check_splits(self, reader: Reader) -> None:
         """WM-26 (2.3.0): idle splits are neither paused nor resumed."""

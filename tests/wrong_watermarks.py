@@ -201,18 +201,8 @@ class LazySplitOutputs(WrongWatermarks):
 
 
 class _BlocksWhenEqual(Model):
-    def _check_wait(self, reader: Reader) -> None:
-        if not self.aligned or self.ending:
-            return
-        wait = reader.max_allowed <= reader.latest.oldest()  # should be <
-        if wait and not reader.blocked:
-            reader.blocked = True
-            reader.main_clock.pause()
-            self._emit("blocked", reader=reader.index)
-        elif not wait and reader.blocked:
-            reader.blocked = False
-            reader.main_clock.resume()
-            self._emit("unblocked", reader=reader.index)
+    def _waits(self, reader: Reader) -> bool:
+        return reader.max_allowed <= reader.latest.oldest()  # should be <
 
 
 class BlocksWhenEqual(WrongWatermarks):
