@@ -17,7 +17,7 @@ gives the shared checker (conformance/checker.py) these hooks:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any, Protocol
 
@@ -42,3 +42,36 @@ def hooks(area: str) -> CheckerHooks:
     """The conformance module of an area (`conformance/areas/<area>.py`)."""
     get_area(area)
     return importlib.import_module(f"conformance.areas.{area}")  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------
+# Hooks that areas share
+# --------------------------------------------------------------------------
+
+
+def rules_from(table: Mapping[str, Sequence[str]]) -> Callable[[Schedule, Sequence[str]], tuple[str, ...]]:
+    """A `rules_for` hook from a table event kind -> rules that does not depend on the schedule."""
+
+    def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
+        out: list[str] = []
+        for k in kinds:
+            out += [r for r in table.get(k, ()) if r not in out]
+        return tuple(out)
+
+    return rules_for
+
+
+# The FREE hooks of an area whose every event is placed by the schedule's steps: its traces are
+# compared exactly (SCRIPTED), and a FREE adapter cannot be checked on them.
+
+
+def never_free(schedule: Schedule) -> bool:
+    return False
+
+
+def no_order_graph(schedule: Schedule, outputs: Sequence[Event]) -> Any:
+    raise NotImplementedError("this area's traces are compared exactly (free_checkable is False)")
+
+
+def no_output_keys(events: Sequence[Event]) -> list[Any]:
+    raise NotImplementedError("this area's traces are compared exactly (free_checkable is False)")

@@ -21,6 +21,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
 from conformance.strategies import Malformed, batches
 from spec.adapter import unsupported
 from spec.areas.watermarks import (
@@ -33,7 +34,7 @@ from spec.areas.watermarks import (
     TickStep,
     WatermarksConfig,
 )
-from spec.schedule import Event, Schedule, Step, Trace
+from spec.schedule import Schedule, Step, Trace
 
 AREA = "watermarks"
 
@@ -57,28 +58,10 @@ _RULES = {
 }
 
 
-def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
-    """The rules a divergence in these event kinds concerns (a hint for the report)."""
-    out: list[str] = []
-    for k in kinds:
-        out += [r for r in _RULES.get(k, ()) if r not in out]
-    return tuple(out)
-
-
-def free_checkable(schedule: Schedule) -> bool:
-    """Never: every event of this area is placed by the schedule's steps."""
-    return False
-
-
+rules_for = rules_from(_RULES)  # the rules a divergence in these event kinds concerns
+# Every event of this area is placed by the schedule's steps: compared exactly, never FREE.
+free_checkable, order_graph, output_keys = never_free, no_order_graph, no_output_keys
 FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
-
-
-def order_graph(schedule: Schedule, outputs: Sequence[Event]) -> Any:
-    raise NotImplementedError("watermarks traces are compared exactly (free_checkable is False)")
-
-
-def output_keys(events: Sequence[Event]) -> list[Any]:
-    raise NotImplementedError("watermarks traces are compared exactly (free_checkable is False)")
 
 
 # --------------------------------------------------------------------------
