@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 
 from conformance import verdicts as V
@@ -71,6 +71,12 @@ settings.register_profile("thorough", max_examples=1000, derandomize=False, data
 PROFILES = ("default", "thorough")
 
 UNSUPPORTED = "UNSUPPORTED"
+
+
+def blame(concerned: Sequence[str], checked: Sequence[str]) -> list[str]:
+    """The rules a failure is blamed on: those the divergence concerns that the property checks;
+    failing that, those the divergence concerns; failing that, those the property checks."""
+    return [r for r in concerned if r in checked] or list(concerned) or list(checked)
 
 
 class ConformanceFailure(AssertionError):
@@ -262,7 +268,7 @@ class Conformance:
             raise ConformanceFailure(format_report(
                 schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
                 expected=want, observed=observed, property_rules=self.property_rules()),
-                mismatch.rules or self.property_rules(), reproducer(schedule, self.spec))
+                blame(mismatch.rules, self.property_rules()), reproducer(schedule, self.spec))
 
     def check(self, schedules: Sequence[Schedule]) -> None:
         """Check a batch: every trace of the adapter compared with the reference.
@@ -394,10 +400,15 @@ def pytest_configure(config: pytest.Config) -> None:
         profile = os.environ.get("CONFORMANCE_PROFILE", "default")
         if profile not in PROFILES:
             raise pytest.UsageError(f"CONFORMANCE_PROFILE={profile!r}: use one of {', '.join(PROFILES)}")
-        if examples is not None:  # the adapter sizes its own budget (spec/adapter.py)
-            n = examples * (10 if profile == "thorough" else 1)
+        shrink = adapter_attribute(spec, "shrink") is not False
+        if examples is not None or not shrink:  # the adapter sizes its own budget (spec/adapter.py)
+            hints: dict[str, Any] = {}
+            if examples is not None:
+                hints["max_examples"] = examples * (10 if profile == "thorough" else 1)
+            if not shrink:
+                hints["phases"] = [p for p in Phase if p not in (Phase.shrink, Phase.explain)]
             base = settings.get_profile(profile)
-            settings.register_profile(f"{profile}/{spec}", parent=base, max_examples=n)
+            settings.register_profile(f"{profile}/{spec}", parent=base, **hints)
             profile = f"{profile}/{spec}"
         settings.load_profile(profile)
 
@@ -586,8 +597,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"{prop} [{shown}]: {n} schedules{each}")
         if state.seconds > 0:
             n, secs = state.through_adapter, state.seconds
+            rate = f"{n / secs:.0f}" if n >= 10 * secs else f"{n / secs:.2f}"  # slow engines: 0.42, not 0
             tr.write_line(f"throughput: {n} distinct schedules drawn, run by the adapter and checked in "
-                          f"{secs:.1f} s, {n / secs:.0f} per second (the wall time of the properties that "
+                          f"{secs:.1f} s, {rate} per second (the wall time of the properties that "
                           f"ran them; the adapter started in {state.startup:.1f} s before them)")
     if state.unsupported():
         tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")

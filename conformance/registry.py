@@ -18,6 +18,9 @@ BUILTIN: dict[str, str] = {
     # The PySpark implementations and conformance runs without Spark: fast and independent of
     # the reference, so a large budget costs seconds.
     "pyspark-local": "adapters.pyspark.runtime:LocalScriptedAdapter",
+    # Spark's own semantics (withWatermark, ...), with the rules where Spark differs as expected
+    # failures.
+    "spark-native": "adapters.spark_native:SparkNativeAdapter",
 }
 
 

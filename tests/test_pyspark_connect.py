@@ -176,3 +176,20 @@ def test_watermarks_under_connect(connect_spark: Any) -> None:
             assert adapter.task_attempts[i] >= CASES[name][3], name
     finally:
         adapter.close()
+
+
+def test_spark_native_under_connect(connect_spark: Any) -> None:
+    """Spark's own watermark measured through a Connect client: two hand-worked schedules of
+    tests/test_spark_native.py (the min policy; a restart keeping the global watermark) give their
+    traces, read from the progress Connect reports (observed metrics included)."""
+    from adapters.spark_native import SparkNativeAdapter
+    from tests.test_spark_native import CASES, WM
+
+    names = ["min over streams", "a restart keeps the global watermark"]
+    adapter = SparkNativeAdapter(spark=connect_spark)
+    try:
+        traces = adapter.run_batch([WM.schedule(CASES[n][0], CASES[n][1]) for n in names])
+        for name, trace in zip(names, traces):
+            assert [str(e) for e in trace.events] == [str(e) for e in WM.trace(CASES[name][2]).events], name
+    finally:
+        adapter.close()
