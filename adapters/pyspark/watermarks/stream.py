@@ -5,54 +5,78 @@ The mapping (spec/watermarks.md; pyspark-notes sections 1, 2, 3):
 * **the readers** are the partitions of a Python streaming data source (`flink_watermarks`): partition
   r is reader r (`partitions()` returns one per reader, in order).  Each runs the engine's
   `SourceReader` (its splits' generators and partial watermarks, the multiplexer, the idleness
-  manager, the `WatermarkToDataOutput`) over what the micro-batch gives it, and yields in-band rows
-  in its own order: `R` (a record it read), `W` (a watermark it sent) and `S` (a status it sent),
-  each with `(reader, seq)`, `seq` increasing within the reader across batches, and `t`, the round
-  of the schedule the reader acted in (below);
+  manager, the `WatermarkToDataOutput`, its `ReaderAlignment`) over what the micro-batch gives it,
+  and yields in-band rows in its own order: `R` (a record it read), `W` (a watermark it sent), `S`
+  (a status it sent), and its alignment's events `blocked` / `unblocked` (this reader) and `paused`
+  / `resumed` (a split, in `split`), each with `(reader, seq)`, `seq` increasing within the reader
+  across batches, and `t`, the round of the schedule the reader acted in (below);
 * **the planner** (driver side, `latestOffset`) cuts the schedule into micro-batches and turns the
   batch's steps into *actions*, each with its round and its virtual time: `add`, `record` and
-  `finish` for one reader, `emit` (a periodic emission instant), `end_read` and `end` for all;
-* **the channels**: what a reader sends is routed before the shuffle: `W`/`S` rows are broadcast to
-  every downstream task (`explode` over the target ids), an `R` row goes to one task by its key, the
-  split (`split mod downstream`, so a split's records stay in order in one task);
+  `finish` for one reader, `emit` (a periodic emission instant), `align` (every reader samples,
+  checks, reports and reads what a release lets it read), `announce` (the coordinator's maximum to
+  the readers that have reported: each checks again and reads), `restart` (WM-16), `end_read` and
+  `end` for all;
+* **the alignment coordinator** lives in the planner: the engine's `AlignmentCoordinator`, its
+  reports (`{"<reader>": value}`) in the offset.  The planner runs the engine readers action by
+  action as it plans (as `sources/stream.py` plans by running `SourceReader.poll`), so at an `align`
+  step it has every reader's report (WM-22) after the round's sampling and checks, and computes the
+  announcement (WM-23, WM-24) the batch's `announce` action carries; a reader that has never
+  reported is not in its `receivers` (C4);
+* **the job partition**, after the readers, only in a batch with an `announce` or a `restart`
+  action: it yields the job's own rows, `max_allowed` (`value`) and `restarted`, with `reader` -1,
+  so each comes first in its round (the announcement before the readers' checks, C4; the restart
+  before the new attempt reads);
+* **the channels**: what a reader sends is routed before the shuffle: every row but a record is
+  broadcast to every downstream task (`explode` over the target ids), an `R` row goes to one task by
+  its key, the split (`split mod downstream`, so a split's records stay in order in one task);
 * **the downstream task** is one group of `groupBy("target").applyInPandasWithState`: a group per
   task, whatever physical partition Spark hashes it to (pitfall P6).  The function sorts the batch's
   rows by `(t, reader, seq)`, i.e. every channel in its own `seq` order, the channels merged in
   the order the spec fixes for what reaches the valve (C3: readers act in index order within a
-  round, and what one sends reaches the valve before the next acts), and feeds them to the engine's
-  `StatusWatermarkValve`; it emits the records that pass and the valve's `output_watermark` /
-  `output_status`, each with `idx`, the task's output position (increasing across batches).
-  Ordering by `(reader, seq)` alone would be a legal Flink interleaving too, but not the one of the
-  reference's trace (r0 10, r1 20, r0 30, r1 40 gives 10, 20, 30 in round order; 20, 30 reader-major);
+  round, and what one sends reaches the valve before the next acts), and feeds the `W` and `S` rows
+  to the engine's `StatusWatermarkValve`; it emits the records that pass, the valve's
+  `output_watermark` / `output_status` and the events (`max_allowed`, `blocked`, `unblocked`,
+  `paused`, `resumed`, `restarted`: the **events are rows of the output**, passed through where
+  they come, so every task's output has them all, interleaved with its records and its valve's
+  outputs as in the reference's trace), each with `idx`, the task's output position (increasing
+  across batches).  Ordering by `(reader, seq)` alone would be a legal Flink interleaving too, but
+  not the one of the reference's trace (r0 10, r1 20, r0 30, r1 40 gives 10, 20, 30 in round order;
+  20, 30 reader-major);
 * **processing time** is the schedule's virtual clock, never the wall clock: the offset carries
   `now` and the next periodic emission instant `next_emit`; a `tick` inside a batch becomes one
   `emit` action per instant on the way (WM-3), carrying its time, which the readers' clocks (and
   so their idleness timers, WM-13) read.
 
 A micro-batch is the steps up to and including the next `tick` (`ticks_per_batch` ticks; the rest
-of the schedule after the last one, ending with `end`): the records that became available, then
-the time advance with its periodic emissions.  `ReadAllAvailable` (a trigger without
-`SupportsTriggerAvailableNow`) gets the whole rest in one batch.  A round is one act of the
-readers in the schedule's order: an `add`, `record` or `finish` step (one reader), a periodic
-emission instant (every reader, in index order), and the `end` step's two phases (every reader
-reads what it holds back; then every split finishes and every reader sends MAX, D2).
+of the schedule after the last one, ending with `end`): the records that became available and the
+alignment rounds, then the time advance with its periodic emissions.  `ReadAllAvailable` (a
+trigger without `SupportsTriggerAvailableNow`) gets the whole rest in one batch.  A round is one act
+of the readers in the schedule's order: an `add`, `record` or `finish` step (one reader), a periodic
+emission instant (every reader, in index order), an `align` step's two halves (C4: every reader
+samples, checks and reports; then the announcement and every receiver's check), a failover's
+restart, and the `end` step's two phases (every reader reads what it holds back; then every split
+finishes and every reader sends MAX, D2).
 
 **Where state lives between micro-batches.**  A micro-batch boundary is not a failover: in Flink the
 reader task lives on and keeps its generators' maximum timestamps, idleness timers, partial
-watermarks and the last watermark and status it sent (they are not checkpointed, WM-16, which only
-matters at a failover).  In Spark every micro-batch reads in a new task, so all of it has to be
-carried, or every batch boundary would act as a restart.
+watermarks, the last watermark and status it sent and its alignment state (they are not
+checkpointed, WM-16, which only matters at a failover).  In Spark every micro-batch reads in a new
+task, so all of it has to be carried, or every batch boundary would act as a restart.
 
 * The readers' state is in the **offset JSON** (Spark writes it to `<checkpoint>/offsets/<N>`
   before batch N runs): per reader, its splits in the order they were added (the split ownership
-  is also kept as `reader_of`) with each split's generator, clock and partial watermark, the main
-  output's generator and clock, the combined watermark, the idleness flags, the output's last
-  watermark and status, the records held back and `seq` (`snapshot_reader`).  A source task has no
-  other way to see the previous batch: the offset is the only thing the planner hands it, and a
-  stateful operator comes after the source.  The planner computes the batch's end state by running
-  the same engine readers over the batch's actions with their rows discarded (as
-  `sources/stream.py` plans by running `SourceReader.poll`); the partition runs its reader again
-  from the start offset for real and checks that it ends in the state the planner wrote.
+  is also kept as `reader_of`) with each split's generator, clock, partial watermark and alignment
+  sampler, the main output's generator and clock, the combined watermark, the idleness flags, the
+  output's last watermark and status, the records and split ends held back, `seq`, and its
+  alignment: the announced maximum, its own sampler (the ring of `alignment_buffer` samples and the
+  latest), the idle flags it keeps, the paused splits and whether it is blocked (`snapshot_reader`).
+  So a split paused (or a reader blocked) in one batch stays so in the next, its records held in
+  `available` until an announcement (or, at `end`, C5) lets it read them; and a paused split's or
+  a blocked reader's clock is paused in the snapshot, so paused time is not idle time across
+  batches either (WM-14).  A source task has no other way to see the previous batch: the offset is
+  the only thing the planner hands it, and a stateful operator comes after the source.  The
+  partition runs its reader again from the start offset for real and checks that it ends in the
+  state the planner wrote.
 * The valve's channel state is in the **state store** of `applyInPandasWithState`, one value per
   downstream task (`snapshot_valve`: every channel's watermark, idle and aligned flags, the last
   output and the valve's status, and the task's next output position).  The valve runs on what the
@@ -61,18 +85,37 @@ carried, or every batch boundary would act as a restart.
   (processing time travels in band), and it runs on the default state store, without the RocksDB
   provider and protobuf that `transformWithStateInPandas` needs (pitfall P4) on the shared session.
 
-Offset: `batch`, `step` (the first step not yet planned), `now`, `next_emit`, `round`, `reader_of`
-(`{"<split>": reader}`, string keys), `readers` (the snapshots after the batch) and `actions` (the
-batch's, so a replayed batch does the same).
+**Failover** (WM-16) is a query restart from the checkpoint.  `run_schedule` runs one query per
+incarnation of the job, each with the option `attempt` (how many failovers it comes after); the
+offset's `incarnation` counts the restarts planned.  A query's planner ends its last batch before a
+failover it has not done (the job fails there: `latestOffset` has nothing more, and the
+`AvailableNow` query ends); the next query, started on the same checkpoint directory, resumes from
+the last committed offset and its first batch starts with the `restart` action.  Spark's checkpoint
+keeps everything (the offset, the state store), and Flink's does not keep watermarks, so the restart
+drops them deliberately: every reader starts anew (`ReaderTask.restart`: generators, partial and
+combined watermarks, output, idleness timers, clocks, samplers, blocked and paused all fresh) with
+the splits it had registered again at once in the same order (WM-4) and the records and split ends
+it still had available read at once; the coordinator's reports are cleared; the periodic timer
+counts from the restart (`next_emit = now + interval`); and the job partition's `restarted` row,
+first in its round, makes every downstream task start its valve anew (every channel at MIN and
+active) before anything of the new attempt reaches it.  What outlives the failover is the splits,
+the records not read, the virtual clock and the rows' positions (`seq`, `idx`), which only order
+the output.  The sink is a parquet directory, not the memory sink: Spark recovers a memory sink
+from its checkpoint only in complete mode, and `applyInPandasWithState` runs in append mode.
 
-Supported: any number of readers and splits, bounded out-of-orderness periodic or punctuated,
-idleness, `finish_split`, `end`.  Not supported: `align` and `failover` steps raise
-`UnsupportedStep`, naming the step, before the query starts (a configuration with `max_drift` and
-no `align` step runs: nothing is ever announced, so no reader waits and no split pauses).
+Offset: `batch`, `step` (the first step not yet planned), `now`, `next_emit`, `round`,
+`incarnation`, `reader_of` (`{"<split>": reader}`, string keys), `coordinator` (the reports),
+`readers` (the snapshots after the batch) and `actions` (the batch's, so a replayed batch does the
+same).
+
+Supported: every step of the area (any number of readers and splits, bounded out-of-orderness
+periodic or punctuated, idleness, `finish_split`, `align` with any `alignment_buffer`, `failover`,
+`end`).
 
 `run_schedule(spark, schedule)` runs a watermarks schedule through the pipeline to the end
-(`Trigger.AvailableNow`, a memory sink) and returns what each downstream task emitted.  No RDD API
-and no SparkContext: it runs under Spark Connect too.
+(`Trigger.AvailableNow`, a parquet sink, one query per incarnation) and returns what each
+downstream task emitted (`StreamResult`: `outputs()` the valve's, `events()` the alignment's and
+the restarts).  No RDD API and no SparkContext: it runs under Spark Connect too.
 """
 
 from __future__ import annotations
@@ -96,11 +139,13 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from adapters.pyspark.watermarks.engine import (
+    AlignmentCoordinator,
     BoundedOutOfOrderness,
     Generator,
     PausableClock,
     SourceReader,
     StatusWatermarkValve,
+    WatermarkSampler,
     WithIdleness,
 )
 from spec.areas.watermarks import (
@@ -123,26 +168,21 @@ OUTPUT_SCHEMA = ("target int, idx long, kind string, split int, ts long, value l
                  "t long, reader int, seq long")
 STATE_SCHEMA = "valve string, next long"
 QUERY_TIMEOUT_S = 600
-
-
-class UnsupportedStep(NotImplementedError):
-    """A step the streaming pipeline does not run (alignment, failover)."""
-
-    def __init__(self, index: int, op: str, why: str):
-        super().__init__(f"step {index} ({op}): {why}")
-        self.index = index
-        self.op = op
+JOB = -1  # the `reader` of the job's own rows (`max_allowed`, `restarted`): first in their round
+VALVE_OUTPUTS = ("output_watermark", "output_status")
+EVENTS = ("max_allowed", "blocked", "unblocked", "paused", "resumed", "restarted")  # passed through
+JOB_ACTIONS = ("announce", "restart")  # the actions the job partition has rows for
 
 
 def check_supported(schedule: Schedule) -> None:
-    """UnsupportedStep for the first `align` or `failover` step."""
+    """ValueError for a schedule of another area (every step of the watermarks area runs)."""
     if schedule.area != "watermarks":
         raise ValueError(f"not a watermarks schedule: area {schedule.area!r}")
-    for i, s in enumerate(schedule.steps):
-        if isinstance(s, AlignStep):
-            raise UnsupportedStep(i, s.op, "watermark alignment is not supported by the streaming pipeline")
-        if isinstance(s, FailoverStep):
-            raise UnsupportedStep(i, s.op, "failover is not supported by the streaming pipeline")
+
+
+def attempts(schedule: Schedule) -> int:
+    """How many queries run the schedule: one, and one more after each failover (WM-16)."""
+    return 1 + sum(isinstance(s, FailoverStep) for s in schedule.steps)
 
 
 # --------------------------------------------------------------------------
@@ -179,13 +219,24 @@ def _set_generator(g: Generator, d: dict[str, Any]) -> None:
         raise TypeError(f"no snapshot for generator {type(g).__name__}")
 
 
+def _sampler(s: WatermarkSampler) -> list[Any]:
+    return [list(s.ring), s.latest]
+
+
+def _set_sampler(s: WatermarkSampler, d: list[Any]) -> None:
+    s.ring, s.latest = list(d[0]), d[1]
+
+
 def snapshot_reader(reader: SourceReader, seq: int) -> dict[str, Any]:
-    """What reader `reader` carries to the next micro-batch (alignment off: its samplers are not kept)."""
-    partials = reader.mux.by_split
+    """What reader `reader` carries to the next micro-batch, its alignment included: the announced
+    maximum, the samplers (the reader's and each split's), the idle flags it keeps, the paused splits
+    and whether it is blocked (the clocks they pause are in `clock`)."""
+    partials, align = reader.mux.by_split, reader.align
     return {
         "seq": seq,
         "splits": [[split, {"clock": _clock(s.clock), "generator": _generator(s.generator),
-                            "partial": [partials[split].watermark, partials[split].idle]}]
+                            "partial": [partials[split].watermark, partials[split].idle],
+                            "sampler": _sampler(align.splits[split])}]
                    for split, s in reader.splits.items()],
         "main": {"clock": _clock(reader.main_clock), "generator": _generator(reader.main_generator)},
         "combined": [reader.mux.status.combined, reader.mux.status.idle],
@@ -193,6 +244,9 @@ def snapshot_reader(reader: SourceReader, seq: int) -> dict[str, Any]:
         "output": [reader.out.max_so_far, reader.out.idle],
         "available": [[split, ts] for split, ts in reader.available],
         "ending": reader.ending,
+        "alignment": {"max_allowed": align.max_allowed, "latest": _sampler(align.latest),
+                      "idle": align.idle, "idle_splits": sorted(align.idle_splits),
+                      "paused": sorted(align.paused), "blocked": align.blocked},
     }
 
 
@@ -205,6 +259,7 @@ def restore_reader(reader: SourceReader, d: Mapping[str, Any]) -> None:
         _set_generator(live.generator, s["generator"])
         partial = reader.mux.by_split[split]
         partial.watermark, partial.idle = s["partial"]
+        _set_sampler(reader.align.splits[split], s["sampler"])
     _set_clock(reader.main_clock, d["main"]["clock"])
     _set_generator(reader.main_generator, d["main"]["generator"])
     reader.mux.status.combined, reader.mux.status.idle = d["combined"]
@@ -212,8 +267,13 @@ def restore_reader(reader: SourceReader, d: Mapping[str, Any]) -> None:
     reader.out.max_so_far, reader.out.idle = d["output"]
     reader.available = [(split, ts) for split, ts in d["available"]]
     reader.ending = d["ending"]
+    align, a = reader.align, d["alignment"]
+    align.max_allowed = a["max_allowed"]
+    _set_sampler(align.latest, a["latest"])
+    align.idle, align.blocked = a["idle"], a["blocked"]
+    align.idle_splits, align.paused = set(a["idle_splits"]), set(a["paused"])
     if reader.ending:
-        reader.align.enabled = False
+        align.enabled = False
 
 
 def snapshot_valve(valve: StatusWatermarkValve) -> dict[str, Any]:
@@ -244,14 +304,19 @@ class ReaderTask:
 
     def __init__(self, index: int, config: WatermarksConfig, snapshot: Mapping[str, Any] | None):
         self.index = index
+        self.config = config
         self.now = 0
         self.round = 0
         self.seq = 0 if snapshot is None else int(snapshot["seq"])
         self.rows: list[Row] = []
-        # Alignment off: without an `align` step nothing is announced, so nothing would wait anyway.
-        self.reader = SourceReader(index, config, lambda: self.now, self._emit, self._send, False)
+        self.report: int | None = None  # what the last `align` action reported (WM-22)
+        self.reader = self._fresh()
         if snapshot is not None:
             restore_reader(self.reader, snapshot)
+
+    def _fresh(self) -> SourceReader:
+        return SourceReader(self.index, self.config, lambda: self.now, self._emit, self._send,
+                            self.config.max_drift is not None)
 
     def _row(self, kind: str, split: int = -1, ts: int = 0, value: int = 0, idle: bool = False) -> None:
         self.rows.append((kind, self.index, self.seq, self.round, split, ts, value, idle))
@@ -260,7 +325,9 @@ class ReaderTask:
     def _emit(self, kind: str, **fields: Any) -> None:
         if kind == "record":  # WM-1: the record goes out before its generator sees it
             self._row("R", split=fields["split"], ts=fields["ts"])
-        # split_finished and the alignment's events stay in the reader: nothing goes downstream
+        elif kind in EVENTS:  # blocked/unblocked (this reader), paused/resumed (a split)
+            self._row(kind, split=fields.get("split", -1))
+        # split_finished stays in the reader
 
     def _send(self, kind: str, **fields: Any) -> None:
         if kind == "watermark":
@@ -279,6 +346,15 @@ class ReaderTask:
             r.finish_split(action["split"])
         elif op == "emit":
             r.periodic_emit()
+        elif op == "align":  # C4, first half: sample, check (WM-25, WM-26), report (WM-22), read
+            r.align.sample()
+            self.report = r.align.report()
+            r.pump()
+        elif op == "announce":  # C4, second half (a reader that has reported): check again, read
+            r.align.announce(action["value"])
+            r.pump()
+        elif op == "restart":
+            self.restart()
         elif op == "end_read":
             r.read_to_end()
         elif op == "end":
@@ -287,11 +363,25 @@ class ReaderTask:
         else:
             raise ValueError(f"unknown action {op!r}")
 
+    def restart(self) -> None:
+        """WM-16: a fresh reader (every watermark, generator, timer, output and sampler anew) with
+        the splits it had registered again at once in the same order (WM-4), the records and split
+        ends still available read as far as they can be.  `seq` goes on: it orders the rows."""
+        splits, available = list(self.reader.splits), list(self.reader.available)
+        self.reader = self._fresh()
+        for split in splits:
+            self.reader.add_split(split)
+        self.reader.available = available
+        self.reader.pump()
+
     def snapshot(self) -> dict[str, Any]:
         return snapshot_reader(self.reader, self.seq)
 
 
 def concerns(action: Mapping[str, Any], reader: int) -> bool:
+    """Whether reader `reader` acts on `action`: its own, every reader's, or an announcement to it."""
+    if "receivers" in action:
+        return reader in action["receivers"]
     return action.get("reader") in (None, reader)
 
 
@@ -303,29 +393,48 @@ def concerns(action: Mapping[str, Any], reader: int) -> bool:
 def initial_offset(config: WatermarksConfig) -> dict[str, Any]:
     fresh = [ReaderTask(r, config, None).snapshot() for r in range(config.readers)]
     return {"batch": -1, "step": 0, "now": 0, "next_emit": config.interval or None, "round": 0,
-            "reader_of": {}, "readers": fresh, "actions": []}
+            "incarnation": 0, "reader_of": {}, "coordinator": {}, "readers": fresh, "actions": []}
 
 
-def plan_batch(schedule: Schedule, start: Mapping[str, Any], ticks: int | None) -> dict[str, Any] | None:
-    """The next micro-batch after `start`: the steps up to and including the `ticks`-th tick (all
-    the rest with None), as actions, and the readers' state after them; None when no step is left."""
+def plan_batch(schedule: Schedule, start: Mapping[str, Any], ticks: int | None,
+               attempt: int = 0) -> dict[str, Any] | None:
+    """The next micro-batch after `start` for the query `attempt` (how many failovers it comes
+    after): the steps up to and including the `ticks`-th tick (all the rest with None) as actions,
+    and the readers' and the coordinator's state after them; None when no step is left for this
+    query.  A failover not yet done ends the query's last batch before it; the next query's first
+    batch starts with it (the restart)."""
     config: WatermarksConfig = schedule.config
     k = start["step"]
-    if k >= len(schedule.steps):
-        return None
     now, next_emit, rnd = start["now"], start["next_emit"], start["round"]
+    incarnation = start["incarnation"]
     reader_of: dict[str, int] = dict(start["reader_of"])
+    coordinator = AlignmentCoordinator(config.max_drift) if config.max_drift is not None else None
+    reports = {int(r): v for r, v in start["coordinator"].items()}
+    tasks = [ReaderTask(r, config, start["readers"][r]) for r in range(config.readers)]
     actions: list[dict[str, Any]] = []
 
     def act(op: str, reader: int | None = None, **fields: Any) -> None:
+        """The action at the current round and time, run at once on the readers it concerns (their
+        rows dropped: the partitions emit them), so that the next step sees their state."""
         nonlocal rnd
-        actions.append({"t": rnd, "at": now, "op": op, "reader": reader, **fields})
+        action = {"t": rnd, "at": now, "op": op, "reader": reader, **fields}
+        actions.append(action)
         rnd += 1
+        for task in tasks:
+            if concerns(action, task.index):
+                task.apply(action)
 
     seen = 0
     while k < len(schedule.steps) and (ticks is None or seen < ticks):
         s: Step = schedule.steps[k]
-        if isinstance(s, AddSplitStep):
+        if isinstance(s, FailoverStep):
+            if incarnation >= attempt:
+                break  # the job fails here: this query ends; the next one restarts
+            act("restart")  # WM-16: the readers, the valves (the job partition's row), the coordinator
+            reports.clear()
+            next_emit = now + config.interval if config.interval else None  # the timer starts anew
+            incarnation += 1
+        elif isinstance(s, AddSplitStep):
             reader_of[str(s.split)] = s.reader
             act("add", s.reader, split=s.split)
         elif isinstance(s, RecordStep):
@@ -340,19 +449,29 @@ def plan_batch(schedule: Schedule, start: Mapping[str, Any], ticks: int | None) 
                 next_emit += config.interval
             now = target
             seen += 1
+        elif isinstance(s, AlignStep):  # C4: sample, check, report; announce; check again
+            assert coordinator is not None, "align needs max_drift (WM-29)"
+            act("align")
+            for task in tasks:
+                if task.report is not None:
+                    reports[task.index] = task.report
+            coordinator.reports = reports
+            announcement = coordinator.announcement()  # WM-23: none before any reader has reported
+            if announcement is not None:
+                max_allowed, receivers = announcement
+                act("announce", value=max_allowed, receivers=receivers)
         elif isinstance(s, EndStep):  # C5, WM-15 (D2)
             act("end_read")
             act("end")
-        else:  # align, failover: refused before the query starts (check_supported)
-            raise UnsupportedStep(k, s.op, "not supported by the streaming pipeline")
+        else:
+            raise ValueError(f"step {k}: unknown step {s.op!r}")
         k += 1
-    tasks = [ReaderTask(r, config, start["readers"][r]) for r in range(config.readers)]
-    for a in actions:  # the readers' end state, their rows dropped: the partitions emit them
-        for task in tasks:
-            if concerns(a, task.index):
-                task.apply(a)
+    if k == start["step"]:
+        return None
     return {"batch": start["batch"] + 1, "step": k, "now": now, "next_emit": next_emit, "round": rnd,
-            "reader_of": reader_of, "readers": [t.snapshot() for t in tasks], "actions": actions}
+            "incarnation": incarnation, "reader_of": reader_of,
+            "coordinator": {str(r): v for r, v in sorted(reports.items())},
+            "readers": [t.snapshot() for t in tasks], "actions": actions}
 
 
 # --------------------------------------------------------------------------
@@ -372,9 +491,18 @@ class ReaderPartition(InputPartition):
     expected: dict[str, Any]
 
 
+@dataclass
+class JobPartition(InputPartition):
+    """The job's own rows in batch `batch`: the coordinator's announcements and the restarts."""
+
+    batch: int
+    actions: list[dict[str, Any]]
+
+
 class WatermarkSource(DataSource):
     """`spark.readStream.format("flink_watermarks").option("schedule", schedule.to_json()).load()`.
-    Options: `schedule` (a watermarks schedule's JSON), `ticks_per_batch` (default 1)."""
+    Options: `schedule` (a watermarks schedule's JSON), `ticks_per_batch` (default 1), `attempt`
+    (default 0: how many of the schedule's failovers the query comes after)."""
 
     @classmethod
     def name(cls) -> str:
@@ -393,6 +521,7 @@ class WatermarkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         check_supported(self.schedule)
         self.config: WatermarksConfig = self.schedule.config
         self.ticks = int(options.get("ticks_per_batch", 1))
+        self.attempt = int(options.get("attempt", 0))
 
     def initialOffset(self) -> dict[str, Any]:
         return initial_offset(self.config)
@@ -405,16 +534,28 @@ class WatermarkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         pass  # the schedule is fixed: all of it is available now
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        end = plan_batch(self.schedule, start, None if isinstance(limit, ReadAllAvailable) else self.ticks)
+        ticks = None if isinstance(limit, ReadAllAvailable) else self.ticks
+        end = plan_batch(self.schedule, start, ticks, self.attempt)
         return start if end is None else end
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        """Reader r is partition r: its state at `start`, its actions of the batch."""
-        return [ReaderPartition(end["batch"], r, start["readers"][r],
-                                [a for a in end["actions"] if concerns(a, r)], end["readers"][r])
-                for r in range(self.config.readers)]
+        """Reader r is partition r: its state at `start`, its actions of the batch; then, in a batch
+        with an announcement or a restart, the job partition."""
+        parts: list[InputPartition] = [
+            ReaderPartition(end["batch"], r, start["readers"][r],
+                            [a for a in end["actions"] if concerns(a, r)], end["readers"][r])
+            for r in range(self.config.readers)]
+        job = [a for a in end["actions"] if a["op"] in JOB_ACTIONS]
+        if job:
+            parts.append(JobPartition(end["batch"], job))
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[Row]:
+        if isinstance(partition, JobPartition):  # seq: the round, unique and increasing
+            for a in partition.actions:
+                kind = "max_allowed" if a["op"] == "announce" else "restarted"
+                yield (kind, JOB, a["t"], a["t"], -1, 0, a.get("value", 0), False)
+            return
         assert isinstance(partition, ReaderPartition)
         task = ReaderTask(partition.reader, self.config, partition.state)
         for action in partition.actions:
@@ -437,7 +578,8 @@ class WatermarkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 def valve_task(channels: int, key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:
     """One downstream task's batch (`applyInPandasWithState`): its rows in `(t, reader, seq)` order
-    through the valve restored from its state; out go the records and the valve's outputs."""
+    through the valve restored from its state; out go the records, the valve's outputs and the
+    events, passed through in place (`restarted` first starts the valve anew, WM-16)."""
     import pandas as pd
 
     target = int(key[0])
@@ -461,8 +603,12 @@ def valve_task(channels: int, key: tuple[Any, ...], frames: Iterator[Any], state
             out.append((target, nxt + len(out), "record", int(split), int(ts), 0, False, *cause))
         elif kind == "W":
             valve.input_watermark(int(value), int(reader))
-        else:
+        elif kind == "S":
             valve.input_status(bool(idle), int(reader))
+        else:  # an event (EVENTS): not the valve's input, shown where it happened
+            if kind == "restarted":
+                valve = StatusWatermarkValve(channels, emit)
+            out.append((target, nxt + len(out), kind, int(split), 0, int(value), False, *cause))
     state.update((json.dumps(snapshot_valve(valve)), nxt + len(out)))
     if out:
         yield pd.DataFrame(out, columns=[f.split()[0] for f in OUTPUT_SCHEMA.split(", ")])
@@ -472,34 +618,63 @@ def valve_task(channels: int, key: tuple[Any, ...], frames: Iterator[Any], state
 # A schedule through the pipeline
 # --------------------------------------------------------------------------
 
-Output = tuple[Any, ...]  # ("record", split, ts) | ("output_watermark", value) | ("output_status", idle)
+# ("record", split, ts) | ("output_watermark", value) | ("output_status", idle) | ("max_allowed", value)
+# | ("blocked" / "unblocked", reader) | ("paused" / "resumed", split) | ("restarted",): the reference's
+# events as (event, *data)
+Output = tuple[Any, ...]
+
+
+def output_item(kind: str, split: int, ts: int, value: int, idle: bool, reader: int) -> Output:
+    """A row of OUTPUT_SCHEMA as the trace event it stands for (`reader`: the row's cause's reader)."""
+    if kind == "record":
+        return (kind, int(split), int(ts))
+    if kind in ("output_watermark", "max_allowed"):
+        return (kind, int(value))
+    if kind == "output_status":
+        return (kind, bool(idle))
+    if kind in ("blocked", "unblocked"):
+        return (kind, int(reader))
+    if kind in ("paused", "resumed"):
+        return (kind, int(split))
+    if kind == "restarted":
+        return (kind,)
+    raise ValueError(f"unknown output row {kind!r}")
 
 
 @dataclass
 class StreamResult:
-    """What the downstream tasks emitted, each in its order (`tasks[p]`), the records with their
-    global position `(t, reader, seq)`, and how many micro-batches ran."""
+    """What the downstream tasks emitted, each in its order (`tasks[p]`: its records, the valve's
+    outputs and the events), the records with their global position `(t, reader, seq)`, and how
+    many micro-batches ran (over all the queries)."""
 
     tasks: list[list[Output]]
     records: list[Output]
     batches: int
 
-    def outputs(self) -> list[Output]:
-        """The valve's outputs: every task's valve saw the same channels, so they agree."""
-        views = [[o for o in task if o[0] != "record"] for task in self.tasks]
+    def _same_everywhere(self, kinds: tuple[str, ...]) -> list[Output]:
+        views = [[o for o in task if o[0] in kinds] for task in self.tasks]
         if any(v != views[0] for v in views):
-            raise AssertionError(f"the downstream tasks' valves disagree: {views}")
+            raise AssertionError(f"the downstream tasks disagree: {views}")
         return views[0]
 
+    def outputs(self) -> list[Output]:
+        """The valve's outputs: every task's valve saw the same channels, so they agree."""
+        return self._same_everywhere(VALVE_OUTPUTS)
 
-def pipeline(spark: Any, schedule: Schedule, downstream: int, ticks_per_batch: int) -> Any:
-    """The streaming DataFrame: source -> routing (W/S broadcast, R by split) -> valve per task."""
+    def events(self) -> list[Output]:
+        """The alignment's events and the restarts: every task got them all."""
+        return self._same_everywhere(EVENTS)
+
+
+def pipeline(spark: Any, schedule: Schedule, downstream: int, ticks_per_batch: int, attempt: int = 0) -> Any:
+    """The streaming DataFrame: source -> routing (records by split, every other row broadcast) ->
+    valve per task."""
     from pyspark.sql import functions as F
 
     config: WatermarksConfig = schedule.config
     spark.dataSource.register(WatermarkSource)
     src = (spark.readStream.format(FORMAT).option("schedule", schedule.to_json())
-           .option("ticks_per_batch", str(ticks_per_batch)).load())
+           .option("ticks_per_batch", str(ticks_per_batch)).option("attempt", str(attempt)).load())
     targets = F.when(F.col("kind") == "R", F.array(F.pmod(F.col("split"), F.lit(downstream)))) \
         .otherwise(F.sequence(F.lit(0), F.lit(downstream - 1)))
     routed = src.withColumn("target", F.explode(targets.cast("array<int>")))
@@ -510,36 +685,34 @@ def pipeline(spark: Any, schedule: Schedule, downstream: int, ticks_per_batch: i
 def run_schedule(spark: Any, schedule: Schedule, downstream: int = 2, ticks_per_batch: int = 1,
                  workdir: str | None = None) -> StreamResult:
     """Run a watermarks schedule through the pipeline to its end on `spark` and return what the
-    downstream tasks emitted.  UnsupportedStep (before any query) for `align` and `failover`."""
+    downstream tasks emitted: one query (`Trigger.AvailableNow`, a parquet sink), and after each
+    failover one more from the same checkpoint."""
     check_supported(schedule)
     if downstream < 1 or ticks_per_batch < 1:
         raise ValueError("downstream and ticks_per_batch must be positive")
     own = workdir is None
     directory = tempfile.mkdtemp(prefix="wm-stream-") if workdir is None else workdir
-    name = f"wm_stream_{uuid.uuid4().hex}"
+    checkpoint, sink = f"{directory}/checkpoint", f"{directory}/output"
     try:
-        query = (pipeline(spark, schedule, downstream, ticks_per_batch).writeStream.format("memory")
-                 .queryName(name).outputMode("append").option("checkpointLocation", f"{directory}/checkpoint")
-                 .trigger(availableNow=True).start())
-        if not query.awaitTermination(QUERY_TIMEOUT_S):
-            query.stop()
-            raise TimeoutError(f"the query did not finish within {QUERY_TIMEOUT_S} s")
-        offsets = Path(directory) / "checkpoint" / "offsets"
+        for attempt in range(attempts(schedule)):
+            query = (pipeline(spark, schedule, downstream, ticks_per_batch, attempt).writeStream
+                     .format("parquet").option("path", sink).option("checkpointLocation", checkpoint)
+                     .queryName(f"wm_stream_{uuid.uuid4().hex}").outputMode("append")
+                     .trigger(availableNow=True).start())
+            if not query.awaitTermination(QUERY_TIMEOUT_S):
+                query.stop()
+                raise TimeoutError(f"the query did not finish within {QUERY_TIMEOUT_S} s")
+        offsets = Path(checkpoint) / "offsets"
         batches = sum(p.name.isdigit() for p in offsets.iterdir()) if offsets.exists() else 0
-        rows = spark.table(name).collect()
-        spark.catalog.dropTempView(name)
+        rows = spark.read.schema(OUTPUT_SCHEMA).parquet(sink).collect() if Path(sink).exists() else []
     finally:
         if own:
             shutil.rmtree(directory, ignore_errors=True)
     tasks: list[list[Output]] = [[] for _ in range(downstream)]
     records: list[tuple[tuple[int, int, int], Output]] = []
     for r in sorted(rows, key=lambda r: (r["target"], r["idx"])):
-        if r["kind"] == "record":
-            item: Output = ("record", r["split"], r["ts"])
+        item = output_item(r["kind"], r["split"], r["ts"], r["value"], r["idle"], r["reader"])
+        if item[0] == "record":
             records.append(((r["t"], r["reader"], r["seq"]), item))
-        elif r["kind"] == "output_watermark":
-            item = ("output_watermark", r["value"])
-        else:
-            item = ("output_status", r["idle"])
         tasks[r["target"]].append(item)
     return StreamResult(tasks, [item for _, item in sorted(records)], batches)
