@@ -286,12 +286,34 @@ class Model:
     def _update(self, index: int, s: UpdateStep) -> list[Event]:
         if s.key is None and self.profile == "flink":
             return [event(index, "null_key")]  # KG-7
-        h, kg, subtask = route(s.key, s.type, self.profile, self.max_parallelism, self.parallelism)
+        h, kg, subtask = self.route(s.key, s.type)
         keys = self.keyed[subtask].setdefault(kg, {})
         item = (s.type, s.key)
         keys[item] = keys.get(item, 0) + s.value
         return [event(index, "routed", key=s.key, type=s.type, hash=h, key_group=kg, subtask=subtask,
                       value=keys[item])]
+
+    # The parts a restore and an update use, one method each.
+
+    def route(self, key: int | str | None, type_: str) -> tuple[int, int, int]:
+        return route(key, type_, self.profile, self.max_parallelism, self.parallelism)
+
+    def range_of(self, parallelism: int, index: int) -> tuple[int, int]:
+        return key_group_range(self.max_parallelism, parallelism, index)
+
+    def redistribute_keyed(self, old: KeyedState, parallelism: int) -> KeyedState:
+        """KG-13: each new subtask takes the key groups of its range from every old subtask."""
+        new: KeyedState = [{} for _ in range(parallelism)]
+        for i in range(parallelism):
+            first, last = self.range_of(parallelism, i)
+            for state in old:
+                for g, keys in state.items():
+                    if first <= g <= last:
+                        new[i][g] = dict(keys)
+        return new
+
+    def redistribute_operator(self, old: OperatorState, parallelism: int) -> OperatorState:
+        return repartition_operator_state(old, self.modes, parallelism)
 
     def _add_state(self, s: AddStateStep) -> None:
         if s.name not in self.modes:  # every subtask registers every state (possibly empty)
@@ -320,26 +342,21 @@ class Model:
             self.max_parallelism = s.max_parallelism or default_max_parallelism(p)
             self.explicit = s.max_parallelism is not None
             self.keyed = [{} for _ in range(p)]
-            self.operator = [{n: [] for n in self.modes} for _ in range(p)]
+            self.operator = [{} for _ in range(p)]  # a new job: no state names yet
+            self.modes = {}
         else:
             self.max_parallelism = c.max_parallelism  # KG-16: adopted when not configured
             self.explicit = s.max_parallelism is not None or c.explicit
             self.modes = dict(c.modes)
             if p == c.parallelism:  # KG-14
                 self.keyed = [{g: dict(keys) for g, keys in st.items()} for st in c.keyed]
-            else:  # KG-13: each new subtask takes its range's key groups from every old one
-                self.keyed = [{} for _ in range(p)]
-                for i in range(p):
-                    first, last = key_group_range(self.max_parallelism, p, i)
-                    for old in c.keyed:
-                        for g, keys in old.items():
-                            if first <= g <= last:
-                                self.keyed[i][g] = dict(keys)
-            self.operator = repartition_operator_state(c.operator, self.modes, p)
+            else:
+                self.keyed = self.redistribute_keyed(c.keyed, p)
+            self.operator = self.redistribute_operator(c.operator, p)
         self.parallelism = p
         events = [event(index, "restored", parallelism=p, max_parallelism=self.max_parallelism)]
         for i in range(p):
-            first, last = key_group_range(self.max_parallelism, p, i)
+            first, last = self.range_of(p, i)
             events.append(event(index, "range", subtask=i, first=first, last=last))
         for i, state in enumerate(self.keyed):
             for g in sorted(state):

@@ -47,8 +47,13 @@ class KeyGroupsConfig:
 
 
 def validate_config(c: KeyGroupsConfig) -> None:
-    """Nothing beyond the field types: the bounds of KG-8 are enforced by the operator (a refused
-    configuration gives the single `rejected` event)."""
+    """KG-8, a rejecting rule: the operator refuses a configuration out of bounds (its trace is the
+    single `rejected` event)."""
+    p, m = c.parallelism, c.max_parallelism
+    if not 0 < p <= UPPER_BOUND_MAX_PARALLELISM or (
+            m is not None and not (0 < m <= UPPER_BOUND_MAX_PARALLELISM and p <= m)):
+        raise ScheduleError(None, "KG-8", f"parallelism {p} and max parallelism {m} are not within bounds: "
+                            f"0 < parallelism <= max parallelism <= {UPPER_BOUND_MAX_PARALLELISM}")
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,248 @@
+"""The conformance part of the key groups area: strategies, invariants, and the checker's hooks.
+
+Strategies draw valid schedules step by step (KG-32 holds by construction): keyed updates of int,
+long and string keys (empty, non-ASCII and astral-plane strings among them), operator state in the
+three modes, checkpoints and restores at parallelisms up and down (to 1 and to the maximum
+parallelism), some of them refused.  `Features` says which parts a property uses;
+`Features.restrict` drops what an adapter cannot run.
+
+The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
+(SCRIPTED); a FREE adapter cannot be checked on them.
+
+`balance_problems` states KG-5, KG-12 and KG-21 on a trace directly: every restore's ranges cover
+the key groups contiguously and within one in size, every key's state lives on the subtask whose
+range holds its key group, and the split state per new subtask differs by at most one element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hypothesis import strategies as st
+
+from conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
+from conformance.strategies import Malformed, batches
+from spec.adapter import unsupported
+from spec.areas.key_groups import (
+    AddStateStep,
+    CheckpointStep,
+    KeyGroupsConfig,
+    RestoreStep,
+    UpdateStep,
+)
+from spec.schedule import Schedule, Step, Trace
+
+AREA = "key_groups"
+
+# --------------------------------------------------------------------------
+# The checker's hooks
+# --------------------------------------------------------------------------
+
+_RULES = {
+    "routed": ("KG-1", "KG-2", "KG-3", "KG-6", "KG-11", "KG-12", "KG-13", "KG-14", "KG-22", "KG-23",
+               "KG-24", "KG-25", "KG-26", "KG-27", "KG-30"),
+    "null_key": ("KG-7", "KG-23"),
+    "restored": ("KG-9", "KG-16"),
+    "restore_refused": ("KG-8", "KG-15", "KG-16"),
+    "range": ("KG-4", "KG-5"),
+    "keyed": ("KG-12", "KG-13", "KG-14"),
+    "operator": ("KG-17", "KG-18", "KG-19", "KG-20", "KG-21"),
+    "rejected": ("KG-8",),
+}
+
+rules_for = rules_from(_RULES)  # the rules a divergence in these event kinds concerns
+free_checkable, order_graph, output_keys = never_free, no_order_graph, no_output_keys
+FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
+
+
+# --------------------------------------------------------------------------
+# Invariants stated on a trace
+# --------------------------------------------------------------------------
+
+
+def balance_problems(trace: Trace) -> list[str]:
+    """KG-5, KG-12, KG-21 at every restore: ranges contiguous and covering, sizes within one; each
+    restored key on the subtask whose range holds its key group; split state balanced (the
+    `operator` events of split-mode names, told apart by the caller's `split_names`)."""
+    problems: list[str] = []
+    by_step: dict[int, list[Any]] = {}
+    for e in trace.events:
+        by_step.setdefault(e.step, []).append(e)
+    for step, events in sorted(by_step.items()):
+        restored = [e for e in events if e.event == "restored"]
+        if not restored:
+            continue
+        max_p = restored[0].max_parallelism
+        ranges = {e.subtask: (e.first, e.last) for e in events if e.event == "range"}
+        ordered = [ranges[i] for i in sorted(ranges)]
+        if not ordered or ordered[0][0] != 0 or ordered[-1][1] != max_p - 1 or any(
+                a[1] + 1 != b[0] for a, b in zip(ordered, ordered[1:])):
+            problems.append(f"@{step}: ranges {ordered} do not cover [0, {max_p}) contiguously")
+        sizes = [b - a + 1 for a, b in ordered]
+        if sizes and max(sizes) - min(sizes) > 1:
+            problems.append(f"@{step}: range sizes {sizes} differ by more than one")
+        for e in events:
+            if e.event == "keyed" and e.subtask in ranges:
+                first, last = ranges[e.subtask]
+                if not first <= e.key_group <= last:
+                    problems.append(f"@{step}: key group {e.key_group} restored on t{e.subtask} "
+                                    f"outside its range {first}..{last}")
+    return problems
+
+
+def split_load_problems(schedule: Schedule, trace: Trace) -> list[str]:
+    """KG-21: after a restore from a checkpoint taken at another parallelism, the split-mode elements
+    per new subtask (over every split name) differ by at most one."""
+    split = {s.name for s in schedule.steps if isinstance(s, AddStateStep) and s.mode == "split"}
+    events: dict[int, list[Any]] = {}
+    for e in trace.events:
+        events.setdefault(e.step, []).append(e)
+    parallelism, checkpointed = schedule.config.parallelism, None
+    problems: list[str] = []
+    for i, s in enumerate(schedule.steps):
+        if isinstance(s, CheckpointStep):
+            checkpointed = parallelism
+        restored = [e for e in events.get(i, []) if e.event == "restored"]
+        if not restored:
+            continue
+        parallelism = restored[0].parallelism
+        loads = [0] * parallelism
+        for e in events[i]:
+            if e.event == "operator" and e.name in split:
+                loads[e.subtask] += len(e.elements)
+        if checkpointed is not None and checkpointed != parallelism and max(loads) - min(loads) > 1:
+            problems.append(f"@{i}: split loads {loads} differ by more than one")
+    return problems
+
+
+# --------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Features:
+    """Which parts of the vocabulary a strategy uses."""
+
+    spark_hash: bool = False
+    operator_state: bool = False
+    rescale: bool = False
+    explicit_max: bool = True  # configurations may fix the maximum parallelism
+    refusals: bool = False  # restores that break KG-8, KG-15 or KG-16
+    max_steps: int = 16
+
+    def restrict(self, capabilities: Mapping[str, str | None], completion_order: str) -> Features:
+        """These features without the ones the adapter does not support."""
+        ok = lambda cap: unsupported(capabilities, f"key_groups.{cap}") is None  # noqa: E731
+        return replace(self, spark_hash=self.spark_hash and ok("spark_hash"),
+                       operator_state=self.operator_state and ok("operator_state"),
+                       rescale=self.rescale and ok("rescale"))
+
+
+# Keys: small ints and longs (so that keys repeat and sums grow), extremes, and strings of every
+# width (empty, ASCII of every length modulo 4, Latin-1, CJK, astral-plane).
+STRINGS = ("", "a", "ab", "abc", "abcd", "abcde", "é", "héllo", "日本", "\U0001F600", "x\U0001F600y",
+           "ÿÿÿ", "key-42")
+INT_KEYS = (0, 1, 2, 3, 7, -1, 42, 2**31 - 1, -(2**31))
+LONG_KEYS = (0, 1, 7, -1, 2**32, 2**32 + 1, 2**63 - 1, -(2**63), 123456789012)
+
+
+@st.composite
+def keys(draw: Any) -> tuple[int | str | None, str]:
+    type_ = draw(st.sampled_from(("int", "long", "string")))
+    if draw(st.integers(0, 30)) == 0:
+        return None, type_
+    if type_ == "string":
+        return draw(st.sampled_from(STRINGS) | st.text(max_size=6)), type_
+    pool = INT_KEYS if type_ == "int" else LONG_KEYS
+    return draw(st.sampled_from(pool)), type_
+
+
+@st.composite
+def configs(draw: Any, f: Features) -> KeyGroupsConfig:
+    parallelism = draw(st.sampled_from((1, 2, 3, 4, 5, 8)))
+    max_p = None
+    if f.explicit_max and draw(st.booleans()):
+        max_p = draw(st.sampled_from((parallelism, 8, 10, 16, 128, 300)).filter(lambda m: m >= parallelism))
+    return KeyGroupsConfig(parallelism, max_p, "spark" if f.spark_hash and draw(st.booleans()) else "flink")
+
+
+@st.composite
+def schedules(draw: Any, f: Features) -> Schedule:
+    """A valid key groups schedule using the features."""
+    config = draw(configs(f))
+    max_p = config.max_parallelism or 128
+    modes: dict[str, str] = {}
+    steps: list[Step] = []
+    for _ in range(draw(st.integers(1, f.max_steps))):
+        pick = draw(st.integers(0, 9))
+        if pick <= 4:
+            key, type_ = draw(keys())
+            steps.append(UpdateStep(key, type_, draw(st.integers(1, 5))))
+        elif pick <= 6 and f.operator_state:
+            name = draw(st.sampled_from(("a", "b", "c", "d")))
+            mode = modes.setdefault(name, draw(st.sampled_from(("split", "split", "union", "broadcast"))))
+            steps.append(AddStateStep(draw(st.integers(0, 9)), name, draw(st.integers(0, 99)), mode))
+        elif pick <= 7:
+            steps.append(CheckpointStep())
+        else:
+            if f.rescale:
+                p = draw(st.sampled_from((1, 2, 3, 4, 6, max_p)))
+            else:
+                p = config.parallelism
+            m = None
+            if f.refusals and draw(st.integers(0, 3)) == 0:
+                p, m = draw(st.sampled_from(((0, None), (max_p + 1, None), (2, 1), (1, max_p * 2),
+                                             (1, 40000), (40000, None))))
+            steps.append(RestoreStep(p, m))
+    return Schedule(AREA, config, tuple(steps))
+
+
+def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:
+    return batches(schedules(f), max_size)
+
+
+@st.composite
+def rejected_configs(draw: Any) -> Schedule:
+    """KG-8: configurations outside the bounds, each refused with the single `rejected` event."""
+    parallelism, max_p = draw(st.sampled_from(((0, None), (-3, None), (40000, None), (4, 2), (1, 0),
+                                               (1, 40000), (32769, 32769))))
+    return Schedule(AREA, KeyGroupsConfig(parallelism, max_p), (UpdateStep(1),))
+
+
+# --------------------------------------------------------------------------
+# Malformed schedules (KG-32 and the shared SCH rules)
+# --------------------------------------------------------------------------
+
+
+@st.composite
+def malformed_schedules(draw: Any) -> Malformed:
+    """A valid schedule broken in one way that names its rule and its step."""
+    base: Schedule = draw(schedules(Features(operator_state=True, max_steps=6)))
+    d = base.to_dict()
+    steps = d["steps"]
+    n = len(steps)
+    kind = draw(st.sampled_from(("string key as int", "int key out of range", "long key out of range",
+                                 "int key as string", "mode changed", "unknown type", "unknown op")))
+    if kind == "string key as int":
+        bad: dict[str, Any] = {"op": "update", "key": "a", "type": "int"}
+        return Malformed({**d, "steps": [*steps, bad]}, n, "KG-32", kind)
+    if kind == "int key out of range":
+        bad = {"op": "update", "key": 2**31, "type": "int"}
+        return Malformed({**d, "steps": [*steps, bad]}, n, "KG-32", kind)
+    if kind == "long key out of range":
+        bad = {"op": "update", "key": -(2**63) - 1, "type": "long"}
+        return Malformed({**d, "steps": [*steps, bad]}, n, "KG-32", kind)
+    if kind == "int key as string":
+        bad = {"op": "update", "key": 5, "type": "string"}
+        return Malformed({**d, "steps": [*steps, bad]}, n, "KG-32", kind)
+    if kind == "mode changed":
+        more = [{"op": "add_state", "subtask": 0, "name": "zz", "element": 1, "mode": "split"},
+                {"op": "add_state", "subtask": 0, "name": "zz", "element": 2, "mode": "union"}]
+        return Malformed({**d, "steps": [*steps, *more]}, n + 1, "KG-32", kind)
+    if kind == "unknown type":
+        bad = {"op": "update", "key": 1, "type": "double"}
+        return Malformed({**d, "steps": [*steps, bad]}, n, "SCH-2", kind)
+    return Malformed({**d, "steps": [*steps, {"op": "rescale", "parallelism": 2}]}, n, "SCH-1", kind)

@@ -1,0 +1,39 @@
+"""The suite catches every deliberately wrong adapter of the key groups area
+(tests/wrong_key_groups.py), in the property that checks the broken rule, and names that rule."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.test_suite_failures import REPO, reproducer, suite_runner
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    return suite_runner(pytester, monkeypatch, str(REPO / "conformance" / "test_key_groups.py"))
+
+
+CASES = [
+    # (wrong adapter, the property that must catch it, a rule its report must name)
+    ("HashModParallelism", "test_flink_key_groups", "KG-6"),
+    ("FloorRanges", "test_keyed_state_on_rescale", "KG-4"),
+    ("JavaStringHashInSpark", "test_spark_hash", "KG-26"),
+    ("UnionSplit", "test_operator_state_on_rescale", "KG-18"),
+    ("MovesSingleKeys", "test_keyed_state_on_rescale", "KG-13"),
+]
+
+
+@pytest.mark.parametrize(("adapter", "prop", "rule"), CASES, ids=[c[0] for c in CASES])
+def test_wrong_key_groups_adapter_is_caught(run_suite, adapter: str, prop: str, rule: str) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", f"tests.wrong_key_groups:{adapter}", "--areas", "key_groups", "-k", prop)
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    assert f"adapter '{adapter}' does not conform" in out, out
+    rules = re.search(r"^rules: (.*)$", out, re.M)
+    assert rules and rule in rules[1], (rule, rules and rules[1], out[-3000:])
+    want = f"python -m conformance check --adapter tests.wrong_key_groups:{adapter} "
+    assert reproducer(out).startswith(want)

@@ -1,0 +1,132 @@
+"""Deliberately wrong adapters of the key groups area, to show that the suite catches them
+(tests/test_wrong_key_groups.py).
+
+Each runs the reference model with one rule broken (a subclass of `reference.key_groups.Model`);
+they are test doubles, so unlike real adapters they may import `reference`.  Schedules of other
+areas go to the reference unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import reference
+from reference.key_groups import (
+    KeyedState,
+    Model,
+    OperatorState,
+    int32,
+    java_hash_code,
+    operator_index,
+    repartition_operator_state,
+    route,
+    spark_hash_int,
+)
+from spec.adapter import SCRIPTED
+from spec.area import all_capabilities
+from spec.schedule import Event, Schedule, Trace, validate_schedule
+
+
+class WrongKeyGroups:
+    """Runs key groups schedules on `model` (a broken Model), the rest on the reference."""
+
+    completion_order = SCRIPTED
+    model: type[Model] = Model
+
+    def __init__(self) -> None:
+        self.name = type(self).__name__
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        return {c: None for c in all_capabilities()}
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        return [self.run(s) for s in schedules]
+
+    def run(self, schedule: Schedule) -> Trace:
+        if schedule.area != "key_groups":
+            return reference.expected_trace(schedule)
+        try:
+            validate_schedule(schedule)
+            model = self.model(schedule.config)
+        except Exception:
+            return reference.expected_trace(schedule)  # refused configurations: as the reference
+        events: list[Event] = []
+        for i, s in enumerate(schedule.steps):
+            events += model.apply(i, s)
+        return Trace(tuple(events))
+
+    def close(self) -> None:
+        pass
+
+
+# ---- hash mod parallelism instead of key groups (breaks KG-3, KG-6)
+
+
+class _HashModParallelism(Model):
+    def route(self, key: int | str | None, type_: str) -> tuple[int, int, int]:
+        h, kg, _ = route(key, type_, self.profile, self.max_parallelism, self.parallelism)
+        return h, kg, h % self.parallelism
+
+
+class HashModParallelism(WrongKeyGroups):
+    model = _HashModParallelism
+
+
+# ---- ranges by floor at both ends instead of Flink's ceiling start (breaks KG-4, KG-13)
+
+
+class _FloorRanges(Model):
+    def range_of(self, parallelism: int, index: int) -> tuple[int, int]:
+        m = self.max_parallelism
+        return index * m // parallelism, (index + 1) * m // parallelism - 1
+
+
+class FloorRanges(WrongKeyGroups):
+    model = _FloorRanges
+
+
+# ---- Spark's hash of a string computed from Java's String.hashCode (breaks KG-26)
+
+
+class _JavaStringHashInSpark(Model):
+    def route(self, key: int | str | None, type_: str) -> tuple[int, int, int]:
+        if self.profile != "spark" or type_ != "string" or key is None:
+            return super().route(key, type_)
+        h = int32(spark_hash_int(java_hash_code(key, "string"), 42))
+        kg = h % self.max_parallelism
+        return h, kg, operator_index(self.max_parallelism, self.parallelism, kg)
+
+
+class JavaStringHashInSpark(WrongKeyGroups):
+    model = _JavaStringHashInSpark
+
+
+# ---- union state split like split state (breaks KG-18)
+
+
+class _UnionSplit(Model):
+    def redistribute_operator(self, old: OperatorState, parallelism: int) -> OperatorState:
+        modes = {n: "split" if m == "union" else m for n, m in self.modes.items()}
+        return repartition_operator_state(old, modes, parallelism)
+
+
+class UnionSplit(WrongKeyGroups):
+    model = _UnionSplit
+
+
+# ---- a rescale that moves single keys by hash mod the new parallelism (breaks KG-12, KG-13)
+
+
+class _MovesSingleKeys(Model):
+    def redistribute_keyed(self, old: KeyedState, parallelism: int) -> KeyedState:
+        new: KeyedState = [{} for _ in range(parallelism)]
+        for state in old:
+            for g, keys in state.items():
+                for item, value in keys.items():
+                    h = route(item[1], item[0], self.profile, self.max_parallelism, parallelism)[0]
+                    new[h % parallelism].setdefault(g, {})[item] = value
+        return new
+
+
+class MovesSingleKeys(WrongKeyGroups):
+    model = _MovesSingleKeys
