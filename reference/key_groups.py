@@ -193,9 +193,9 @@ def repartition_operator_state(old: OperatorState, modes: dict[str, str],
     old_parallelism = len(old)
     union = sorted(n for n, m in modes.items() if m == "union")
     if new_parallelism == old_parallelism:
+        out = [{n: list(v) for n, v in s.items()} for s in old]  # copies: the checkpoint stays as it was
         if not union:
-            return [dict(s) for s in old]  # KG-20
-        out = [dict(s) for s in old]
+            return out  # KG-20
         for name in union:  # KG-18: union state in full, even at the same parallelism
             everything = [e for s in old for e in s.get(name, [])]
             for s in out:

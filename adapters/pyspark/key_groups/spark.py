@@ -1,0 +1,178 @@
+"""Key groups as native Spark expressions: the hash, key group and subtask of a key column, and the
+exact placement of rows on the partition of their subtask.
+
+Everything here is a Catalyst expression: no Python UDF, no RDD API, no SparkContext, so it runs
+the same under Spark Connect.  Input: a DataFrame with a string column `key` (an int or long key
+as its decimal text, null for a null key) and a string column `type` (`int`, `long`, `string`).
+
+* profile `spark`: `hash(CAST(key AS INT))`, `hash(CAST(key AS BIGINT))` or `hash(key)` by type
+  (Spark's own Murmur3 with seed 42, KG-22..KG-27), `pmod(hash, maxP)` (KG-30);
+* profile `flink`: the JDK hash code in SQL (KG-11): an int is its value; a long is
+  `(int)(v ^ (v >>> 32))` (`shiftrightunsigned`, `^`); a string is folded over its UTF-16 code
+  units, taken from `hex(encode(key, 'UTF-16BE'))` four hex digits at a time, with the higher-order
+  function `aggregate` (pure SQL, no pandas UDF); then Flink's murmur finalizer (KG-2) on bigint
+  values kept in [0, 2^32) with masks: every 32-bit product is split in two 16-bit halves of the
+  constant so that no intermediate passes 2^49 (ANSI mode raises on a bigint overflow), and the
+  result is made non-negative; the key group is `h % maxP` (KG-1).  Each step binds its input once
+  (`transform(array(x), v -> ...)[0]`, see `_let`): the expression grows linearly with the steps;
+  written naively it doubles with every step that uses its input twice;
+* both: `subtask = (key_group * p) div maxP` (KG-3).
+
+Placement (pitfall P6: `repartition(n, col)` hashes the column again, so partition != subtask):
+`place_by_subtask` adds, per row, an int "salt" chosen on the driver so that Spark's hash
+partitioning of it, `pmod(hash(salt), p)` (KG-30), is exactly the row's subtask, and repartitions
+by that column into p partitions.  `repartitionByRange` is not used: its bounds come from a sample
+of the data weighted by counts (RangePartitioner.determineBounds), so a small subtask next to a big
+one can share its partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.pyspark.key_groups.engine import (
+    C1,
+    C2,
+    C3,
+    F1,
+    F2,
+    MASK32,
+    spark_hash_int,
+)
+
+HASH_PROFILES = ("flink", "spark")
+
+
+def _f() -> Any:
+    from pyspark.sql import functions as F
+
+    return F
+
+
+def _lit(v: int) -> Any:
+    """A bigint literal (a small Python int would be an int literal)."""
+    F = _f()
+    return F.lit(v).cast("bigint")
+
+
+def _mask(c: Any) -> Any:
+    return c.bitwiseAND(_lit(MASK32))
+
+
+def _let(x: Any, body: Any) -> Any:
+    """`body(v)` with v bound to the value of x: `transform(array(x), v -> body(v))[0]`.  A body that
+    uses its argument twice would otherwise copy the whole expression of x, and the murmur steps
+    chained that way grow exponentially (an expression tree of millions of nodes)."""
+    F = _f()
+    return F.element_at(F.transform(F.array(x), body), 1)
+
+
+def _mul32(a: Any, const: int) -> Any:
+    """(a * const) mod 2^32 for a in [0, 2^32): a * low16 + ((a * high16) mod 2^16) << 16."""
+    F = _f()
+    return _let(a, lambda v: _mask(v * _lit(const & 0xFFFF) + F.shiftleft(
+        (v * _lit(const >> 16)).bitwiseAND(_lit(0xFFFF)), 16)))
+
+
+def _rotl32(x: Any, r: int) -> Any:
+    F = _f()
+    return _let(x, lambda v: _mask(F.shiftleft(v, r)).bitwiseOR(F.shiftright(v, 32 - r)))
+
+
+def _xor_shift(h: Any, s: int) -> Any:
+    F = _f()
+    return _let(h, lambda v: v.bitwiseXOR(F.shiftright(v, s)))
+
+
+def flink_murmur_column(code: Any) -> Any:
+    """KG-2: Flink's murmurHash of a 32-bit code given as a bigint in [0, 2^32), as a non-negative int."""
+    F = _f()
+    k = _mul32(_rotl32(_mul32(code, C1), 15), C2)  # mixK1
+    h = _mask(_rotl32(k, 13) * _lit(5) + _lit(C3))  # mixH1 with seed 0
+    h = h.bitwiseXOR(_lit(4))  # KG-27: the length of one int
+    h = _mul32(_xor_shift(h, 16), F1)
+    h = _mul32(_xor_shift(h, 13), F2)
+    h = _xor_shift(h, 16)
+    # as a signed int: h >= 2^31 is h - 2^32; KG-2: negative -> -h, Integer.MIN_VALUE (2^31) -> 0
+    return _let(h, lambda v: F.when(v < _lit(1 << 31), v).when(v == _lit(1 << 31), _lit(0))
+                .otherwise(_lit(1 << 32) - v)).cast("int")
+
+
+# The JDK String.hashCode of column {key} over its UTF-16 code units (KG-11), as a bigint in
+# [0, 2^32): h = (31 * h + unit) mod 2^32 folded with `aggregate` over the code units' indexes.
+_STRING_HASH_CODE = """CASE WHEN length({key}) = 0 THEN CAST(0 AS BIGINT) ELSE aggregate(
+    sequence(0, CAST(length(hex(encode({key}, 'UTF-16BE'))) / 4 AS INT) - 1),
+    CAST(0 AS BIGINT),
+    (acc, i) -> (acc * 31 + CAST(conv(substring(hex(encode({key}, 'UTF-16BE')), i * 4 + 1, 4), 16, 10)
+                 AS BIGINT)) & 4294967295) END"""
+
+
+def java_hash_code_column(key_name: str = "key", type_name: str = "type") -> Any:
+    """KG-11: the JDK hash code of the string column `key_name` read as the type in `type_name`,
+    as a bigint in [0, 2^32) (the int's 32 bits unsigned)."""
+    F = _f()
+    key, type_ = F.col(key_name), F.col(type_name)
+    as_int = _mask(key.cast("int").cast("bigint"))  # Integer.hashCode: the value
+    v = key.cast("bigint")
+    as_long = _mask(v.bitwiseXOR(F.shiftrightunsigned(v, 32)))  # Long.hashCode
+    return (F.when(type_ == "int", as_int).when(type_ == "long", as_long)
+            .otherwise(F.expr(_STRING_HASH_CODE.format(key=f"`{key_name}`"))))
+
+
+def spark_hash_column(key: Any, type_: Any) -> Any:
+    """KG-22..KG-27: Spark's own hash() of the key at its type (a null key: 42, KG-23)."""
+    F = _f()
+    return (F.when(type_ == "int", F.hash(key.cast("int")))
+            .when(type_ == "long", F.hash(key.cast("bigint")))
+            .otherwise(F.hash(key)))
+
+
+def with_key_groups(df: Any, max_p: int, p: int, profile: str = "flink") -> Any:
+    """`df` (columns `key` string, `type` string) with `hash`, `key_group` and `subtask` (ints).
+    Under `flink` a null key has null in all three (KG-7: not routed); under `spark` it is routed
+    with hash 42 (KG-23)."""
+    if profile not in HASH_PROFILES:
+        raise ValueError(f"unknown hash profile {profile!r}")
+    if not (1 <= p <= max_p <= 1 << 15):
+        raise ValueError(f"KG-8: parallelism {p} and max parallelism {max_p} out of bounds")
+    F = _f()
+    key, type_ = F.col("key"), F.col("type")
+    if profile == "spark":
+        h = spark_hash_column(key, type_)
+    else:
+        h = F.when(key.isNull(), F.lit(None).cast("int")).otherwise(
+            flink_murmur_column(java_hash_code_column("key", "type")))
+    out = df.withColumn("hash", h)
+    out = out.withColumn("key_group", F.pmod(F.col("hash"), F.lit(max_p)).cast("int"))  # KG-1, KG-30
+    return out.withColumn(  # KG-3
+        "subtask", F.expr(f"CAST((CAST(key_group AS BIGINT) * {p}) DIV {max_p} AS INT)"))
+
+
+def partition_salts(p: int) -> list[int]:
+    """For every subtask s < p, the smallest int v >= 0 with pmod(hash(v), p) == s: the partition
+    Spark's hash partitioning (Murmur3 seed 42, KG-30) gives an int column holding v."""
+    salts: list[int | None] = [None] * p
+    missing = p
+    v = 0
+    while missing:
+        s = spark_hash_int(v) % p
+        if salts[s] is None:
+            salts[s] = v
+            missing -= 1
+        v += 1
+    return [x for x in salts if x is not None]
+
+
+def place_by_subtask(df: Any, p: int, column: str = "subtask") -> Any:
+    """`df` in exactly p partitions, each row in the partition whose index is its `column` value
+    (0 <= value < p): `spark_partition_id()` equals the subtask."""
+    F = _f()
+    salts = F.array(*[F.lit(v) for v in partition_salts(p)])
+    salted = df.withColumn("_kg_salt", F.element_at(salts, F.col(column) + 1))
+    return salted.repartition(p, "_kg_salt").drop("_kg_salt")
+
+
+def keys_frame(spark: Any, keys: list[tuple[int | str | None, str]]) -> Any:
+    """A DataFrame of (key, type) rows from Python keys: int and long keys as decimal text."""
+    rows = [(None if k is None else str(k), t) for k, t in keys]
+    return spark.createDataFrame(rows, "key string, type string")
