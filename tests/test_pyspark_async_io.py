@@ -173,11 +173,12 @@ def test_adapter_declares_everything(spark: Any) -> None:
     a = PySparkAdapter()
     try:
         assert a.name == "pyspark" and a.completion_order == SCRIPTED
-        from adapters.pyspark import sources, watermarks
+        from adapters.pyspark import key_groups, sources, watermarks
 
         assert dict(a.capabilities()) == {"async_io": None, **{name: None for name in CAPABILITIES},
                                           "sources": None, **sources.CAPABILITIES,
-                                          "watermarks": None, **watermarks.CAPABILITIES}
+                                          "watermarks": None, **watermarks.CAPABILITIES,
+                                          "key_groups": None, **key_groups.CAPABILITIES}
     finally:
         a.close()
 
