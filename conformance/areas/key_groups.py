@@ -145,58 +145,85 @@ class Features:
 # width (empty, ASCII of every length modulo 4, Latin-1, CJK, astral-plane).
 STRINGS = ("", "a", "ab", "abc", "abcd", "abcde", "é", "héllo", "日本", "\U0001F600", "x\U0001F600y",
            "ÿÿÿ", "key-42")
+CHARS = "aZ0 -é\u00ff\u0100日\uffff\U0001F600\U00010000"  # one to four UTF-8 bytes, one or two UTF-16 units
 INT_KEYS = (0, 1, 2, 3, 7, -1, 42, 2**31 - 1, -(2**31))
 LONG_KEYS = (0, 1, 7, -1, 2**32, 2**32 + 1, 2**63 - 1, -(2**63), 123456789012)
+TYPES = ("int", "long", "string")
+NAMES = ("a", "b", "c", "d")
+FIRST_MODE = ("split", "split", "union", "broadcast")
+REFUSED = ((0, None), (None, None), (2, 1), (1, None), (1, 40000), (40000, None))  # None: max + 1, max x 2
+
+# Every step is one integer drawn by hypothesis (as in the watermarks area: few draws per schedule,
+# and shrinking an integer towards 0 picks the plainest step, an update of the int key 0).
+CONFIG_BITS = st.integers(0, 2**16 - 1)
+STEP_BITS = st.lists(st.integers(0, 2**40 - 1), min_size=1, max_size=40)
 
 
-@st.composite
-def keys(draw: Any) -> tuple[int | str | None, str]:
-    type_ = draw(st.sampled_from(("int", "long", "string")))
-    if draw(st.integers(0, 30)) == 0:
+def key_of(n: int) -> tuple[int | str | None, str]:
+    """A key and its type from an integer: one in about thirty is null."""
+    type_, n = TYPES[n % 3], n // 3
+    if n % 30 == 29:
         return None, type_
-    if type_ == "string":
-        return draw(st.sampled_from(STRINGS) | st.text(max_size=6)), type_
-    pool = INT_KEYS if type_ == "int" else LONG_KEYS
-    return draw(st.sampled_from(pool)), type_
+    n //= 30
+    if type_ == "int":
+        return INT_KEYS[n % len(INT_KEYS)], type_
+    if type_ == "long":
+        return LONG_KEYS[n % len(LONG_KEYS)], type_
+    if n % 3 < 2:
+        return STRINGS[(n // 3) % len(STRINGS)], type_
+    n //= 3
+    length, n = n % 6, n // 6
+    chars = []
+    for _ in range(length):
+        chars.append(CHARS[n % len(CHARS)])
+        n //= len(CHARS)
+    return "".join(chars), type_
 
 
-@st.composite
-def configs(draw: Any, f: Features) -> KeyGroupsConfig:
-    parallelism = draw(st.sampled_from((1, 2, 3, 4, 5, 8)))
+def config_of(n: int, f: Features) -> KeyGroupsConfig:
+    parallelism = (1, 2, 3, 4, 5, 8)[n % 6]
+    n //= 6
     max_p = None
-    if f.explicit_max and draw(st.booleans()):
-        max_p = draw(st.sampled_from((parallelism, 8, 10, 16, 128, 300)).filter(lambda m: m >= parallelism))
-    return KeyGroupsConfig(parallelism, max_p, "spark" if f.spark_hash and draw(st.booleans()) else "flink")
+    if f.explicit_max and n % 2:
+        options = [m for m in (parallelism, 8, 10, 16, 128) if m >= parallelism]
+        max_p = options[(n // 2) % len(options)]
+    n //= 10
+    return KeyGroupsConfig(parallelism, max_p, "spark" if f.spark_hash and n % 2 else "flink")
+
+
+def step_of(n: int, f: Features, config: KeyGroupsConfig, modes: dict[str, str]) -> Step:
+    max_p = config.max_parallelism or 128
+    pick, n = n % 10, n // 10
+    if pick <= 4 or (pick <= 6 and not f.operator_state):
+        key, type_ = key_of(n // 5)
+        return UpdateStep(key, type_, 1 + n % 5)
+    if pick <= 6:
+        name = NAMES[n % 4]
+        mode = modes.setdefault(name, FIRST_MODE[(n // 4) % 4])
+        return AddStateStep((n // 16) % 10, name, (n // 160) % 100, mode)
+    if pick == 7:
+        return CheckpointStep()
+    if not f.rescale:
+        return RestoreStep(config.parallelism, None)
+    # Up and down, to 1 and to the maximum parallelism; to 128 subtasks only now and then: a restore
+    # lists every subtask's range and operator state, so a large one is costly.
+    p = (1, 2, 3, 4, 6, min(max_p, 16), max_p)[n % 7]
+    n //= 7
+    if p > 16 and n % 4:
+        p = 5
+    n //= 4
+    if f.refusals and n % 4 == 0:
+        p0, m = REFUSED[(n // 4) % len(REFUSED)]
+        return RestoreStep(max_p + 1 if p0 is None else p0, max_p * 2 if (p0, m) == (1, None) else m)
+    return RestoreStep(p, None)
 
 
 @st.composite
 def schedules(draw: Any, f: Features) -> Schedule:
     """A valid key groups schedule using the features."""
-    config = draw(configs(f))
-    max_p = config.max_parallelism or 128
+    config = config_of(draw(CONFIG_BITS), f)
     modes: dict[str, str] = {}
-    steps: list[Step] = []
-    for _ in range(draw(st.integers(1, f.max_steps))):
-        pick = draw(st.integers(0, 9))
-        if pick <= 4:
-            key, type_ = draw(keys())
-            steps.append(UpdateStep(key, type_, draw(st.integers(1, 5))))
-        elif pick <= 6 and f.operator_state:
-            name = draw(st.sampled_from(("a", "b", "c", "d")))
-            mode = modes.setdefault(name, draw(st.sampled_from(("split", "split", "union", "broadcast"))))
-            steps.append(AddStateStep(draw(st.integers(0, 9)), name, draw(st.integers(0, 99)), mode))
-        elif pick <= 7:
-            steps.append(CheckpointStep())
-        else:
-            if f.rescale:
-                p = draw(st.sampled_from((1, 2, 3, 4, 6, max_p)))
-            else:
-                p = config.parallelism
-            m = None
-            if f.refusals and draw(st.integers(0, 3)) == 0:
-                p, m = draw(st.sampled_from(((0, None), (max_p + 1, None), (2, 1), (1, max_p * 2),
-                                             (1, 40000), (40000, None))))
-            steps.append(RestoreStep(p, m))
+    steps = [step_of(n, f, config, modes) for n in draw(STEP_BITS)[: f.max_steps]]
     return Schedule(AREA, config, tuple(steps))
 
 
