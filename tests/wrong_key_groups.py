@@ -8,9 +8,6 @@ areas go to the reference unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-import reference
 from reference.key_groups import (
     KeyedState,
     Model,
@@ -22,44 +19,17 @@ from reference.key_groups import (
     route,
     spark_hash_int,
 )
-from spec.adapter import SCRIPTED
-from spec.area import all_capabilities
-from spec.schedule import Event, Schedule, Trace, validate_schedule
+from tests.wrong_area import WrongArea
 
 
-class WrongKeyGroups:
+class WrongKeyGroups(WrongArea):
     """Runs key groups schedules on `model` (a broken Model), the rest on the reference."""
 
-    completion_order = SCRIPTED
-    model: type[Model] = Model
+    area = "key_groups"
+    model = Model
     # A failing batch is reported as drawn (spec/adapter.py): shrinking schedules that restore to
     # hundreds of subtasks costs a minute per adapter, and these tests check the rule named.
     shrink = False
-
-    def __init__(self) -> None:
-        self.name = type(self).__name__
-
-    def capabilities(self) -> Mapping[str, str | None]:
-        return {c: None for c in all_capabilities()}
-
-    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
-        return [self.run(s) for s in schedules]
-
-    def run(self, schedule: Schedule) -> Trace:
-        if schedule.area != "key_groups":
-            return reference.expected_trace(schedule)
-        try:
-            validate_schedule(schedule)
-            model = self.model(schedule.config)
-        except Exception:
-            return reference.expected_trace(schedule)  # refused configurations: as the reference
-        events: list[Event] = []
-        for i, s in enumerate(schedule.steps):
-            events += model.apply(i, s)
-        return Trace(tuple(events))
-
-    def close(self) -> None:
-        pass
 
 
 # ---- hash mod parallelism instead of key groups (breaks KG-3, KG-6)

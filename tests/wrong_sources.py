@@ -8,48 +8,16 @@ to the reference unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-import reference
-from adapters.reference import ReferenceAdapter
 from reference.sources import Model
-from spec.adapter import SCRIPTED
-from spec.area import all_capabilities
 from spec.areas.sources import RegisterStep
-from spec.schedule import Event, Schedule, ScheduleError, Trace, validate_schedule
+from tests.wrong_area import WrongArea
 
 
-class WrongSources:
+class WrongSources(WrongArea):
     """Runs sources schedules on `model` (a broken Model), the rest on the reference."""
 
-    completion_order = SCRIPTED
-    model: type[Model] = Model
-
-    def __init__(self) -> None:
-        self.name = type(self).__name__
-        self.inner = ReferenceAdapter()
-
-    def capabilities(self) -> Mapping[str, str | None]:
-        return {c: None for c in all_capabilities()}
-
-    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
-        return [self.run(s) for s in schedules]
-
-    def run(self, schedule: Schedule) -> Trace:
-        if schedule.area != "sources":
-            return reference.expected_trace(schedule)
-        validate_schedule(schedule)
-        model = self.model(schedule.config)
-        events: list[Event] = []
-        try:
-            for i, s in enumerate(schedule.steps):
-                events += model.apply(i, s)
-        except ScheduleError:  # the broken model is lost: the trace stops there
-            pass
-        return Trace(tuple(events))
-
-    def close(self) -> None:
-        pass
+    area = "sources"
+    model = Model
 
 
 class _ReturnsRestoredSplits(Model):

@@ -8,43 +8,17 @@ Schedules of other areas go to the reference unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-import reference
 from reference.watermarks import Model, Multiplexer, Reader, ReaderOutput, Valve
-from spec.adapter import SCRIPTED
-from spec.area import all_capabilities
 from spec.areas.watermarks import MIN_WATERMARK, FailoverStep, FinishSplitStep, RecordStep, event
-from spec.schedule import Event, Schedule, Step, Trace, validate_schedule
+from spec.schedule import Event, Step
+from tests.wrong_area import WrongArea
 
 
-class WrongWatermarks:
+class WrongWatermarks(WrongArea):
     """Runs watermarks schedules on `model` (a broken Model), the rest on the reference."""
 
-    completion_order = SCRIPTED
-    model: type[Model] = Model
-
-    def __init__(self) -> None:
-        self.name = type(self).__name__
-
-    def capabilities(self) -> Mapping[str, str | None]:
-        return {c: None for c in all_capabilities()}
-
-    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
-        return [self.run(s) for s in schedules]
-
-    def run(self, schedule: Schedule) -> Trace:
-        if schedule.area != "watermarks":
-            return reference.expected_trace(schedule)
-        validate_schedule(schedule)
-        model = self.model(schedule.config)
-        events: list[Event] = []
-        for i, s in enumerate(schedule.steps):
-            events += model.apply(i, s)
-        return Trace(tuple(events))
-
-    def close(self) -> None:
-        pass
+    area = "watermarks"
+    model = Model
 
 
 # ---- the valve of Flink 2.3.0, before FLINK-40475 (breaks WM-19, WM-20 as this spec has them: D1)

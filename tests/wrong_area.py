@@ -1,0 +1,51 @@
+"""The base of the deliberately wrong adapters of every area (tests/wrong_<area>.py).
+
+A wrong adapter runs its area's schedules on `model`, a subclass of the area's reference Model with
+one rule broken, and every other schedule on the reference; a test double, so unlike a real adapter
+it may import `reference`.  A configuration the area refuses is refused as the reference does; a
+broken model that raises ends its trace there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import reference
+from spec.adapter import SCRIPTED
+from spec.area import all_capabilities
+from spec.schedule import Event, Schedule, ScheduleError, Trace, validate_schedule
+
+
+class WrongArea:
+    completion_order = SCRIPTED
+    area: ClassVar[str]
+    model: ClassVar[type[Any]]
+
+    def __init__(self) -> None:
+        self.name = type(self).__name__
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        return {c: None for c in all_capabilities()}
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        return [self.run(s) for s in schedules]
+
+    def run(self, schedule: Schedule) -> Trace:
+        if schedule.area != self.area:
+            return reference.expected_trace(schedule)
+        try:
+            validate_schedule(schedule)
+        except ScheduleError:  # a refused configuration: as the reference refuses it
+            return reference.expected_trace(schedule)
+        model = self.model(schedule.config)
+        events: list[Event] = []
+        try:
+            for i, s in enumerate(schedule.steps):
+                events += model.apply(i, s)
+        except ScheduleError:  # the broken model is lost: the trace stops there
+            pass
+        return Trace(tuple(events))
+
+    def close(self) -> None:
+        pass
