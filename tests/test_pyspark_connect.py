@@ -193,3 +193,15 @@ def test_spark_native_under_connect(connect_spark: Any) -> None:
             assert [str(e) for e in trace.events] == [str(e) for e in WM.trace(CASES[name][2]).events], name
     finally:
         adapter.close()
+
+
+def test_key_groups_stream_under_connect(connect_spark: Any) -> None:
+    """Keyed and operator state in a streaming query through a Connect client: a schedule of
+    tests/test_pyspark_key_groups_stream.py (the spark profile, the three operator-state modes,
+    restores 3 -> 5 -> 1) gives the reference model's trace."""
+    from adapters.pyspark.key_groups.stream import run_schedule
+    from reference import expected_trace
+    from tests.test_pyspark_key_groups_stream import CASES, KG, rendered
+
+    s = KG.schedule(*CASES["spark profile, three modes, 3 -> 5 -> 1"])
+    assert rendered(run_schedule(connect_spark, s)) == rendered(expected_trace(s).events)

@@ -6,11 +6,15 @@
   (standard library; rule IDs in comments);
 * `spark.py`: the same hash, key group and subtask as native Spark expressions on a DataFrame
   column, and the exact placement of rows on the partition of their subtask;
+* `stream.py`: the area on Structured Streaming: keyed and operator state in a streaming query
+  (`transformWithStateInPandas` on RocksDB, one grouping key per subtask), read back with the state
+  data source, redistributed by key-group range with DataFrame operations and restored into a query
+  at the new parallelism (`tests/test_pyspark_key_groups_stream.py`);
 * here: `Run`, a schedule of the area run on the engine in conformance mode, and `CAPABILITIES`.
 
 A checkpoint's snapshot is written to the schedule's store (JSON) and a restore reads it back; a
 restore starts a new operator in the same task (the area has no injected task failures).
-pyspark itself is imported only by `spark.py`.
+pyspark itself is imported only by `spark.py` and `stream.py`.
 """
 
 from __future__ import annotations

@@ -43,59 +43,57 @@ from adapters.pyspark.key_groups.engine import (
 HASH_PROFILES = ("flink", "spark")
 
 
-def _f() -> Any:
-    from pyspark.sql import functions as F
-
+def functions_of(df: Any) -> Any:
+    """The functions module of the DataFrame's session: Spark Connect's or the classic one (a Connect
+    client may run next to a classic session, so pyspark.sql.functions cannot tell by itself)."""
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect import functions as F
+    else:
+        from pyspark.sql import functions as F  # type: ignore[no-redef]
     return F
 
 
-def _lit(v: int) -> Any:
+def _lit(F: Any, v: int) -> Any:
     """A bigint literal (a small Python int would be an int literal)."""
-    F = _f()
     return F.lit(v).cast("bigint")
 
 
-def _mask(c: Any) -> Any:
-    return c.bitwiseAND(_lit(MASK32))
+def _mask(F: Any, c: Any) -> Any:
+    return c.bitwiseAND(_lit(F, MASK32))
 
 
-def _let(x: Any, body: Any) -> Any:
+def _let(F: Any, x: Any, body: Any) -> Any:
     """`body(v)` with v bound to the value of x: `transform(array(x), v -> body(v))[0]`.  A body that
     uses its argument twice would otherwise copy the whole expression of x, and the murmur steps
     chained that way grow exponentially (an expression tree of millions of nodes)."""
-    F = _f()
     return F.element_at(F.transform(F.array(x), body), 1)
 
 
-def _mul32(a: Any, const: int) -> Any:
+def _mul32(F: Any, a: Any, const: int) -> Any:
     """(a * const) mod 2^32 for a in [0, 2^32): a * low16 + ((a * high16) mod 2^16) << 16."""
-    F = _f()
-    return _let(a, lambda v: _mask(v * _lit(const & 0xFFFF) + F.shiftleft(
-        (v * _lit(const >> 16)).bitwiseAND(_lit(0xFFFF)), 16)))
+    return _let(F, a, lambda v: _mask(F, v * _lit(F, const & 0xFFFF) + F.shiftleft(
+        (v * _lit(F, const >> 16)).bitwiseAND(_lit(F, 0xFFFF)), 16)))
 
 
-def _rotl32(x: Any, r: int) -> Any:
-    F = _f()
-    return _let(x, lambda v: _mask(F.shiftleft(v, r)).bitwiseOR(F.shiftright(v, 32 - r)))
+def _rotl32(F: Any, x: Any, r: int) -> Any:
+    return _let(F, x, lambda v: _mask(F, F.shiftleft(v, r)).bitwiseOR(F.shiftright(v, 32 - r)))
 
 
-def _xor_shift(h: Any, s: int) -> Any:
-    F = _f()
-    return _let(h, lambda v: v.bitwiseXOR(F.shiftright(v, s)))
+def _xor_shift(F: Any, h: Any, s: int) -> Any:
+    return _let(F, h, lambda v: v.bitwiseXOR(F.shiftright(v, s)))
 
 
-def flink_murmur_column(code: Any) -> Any:
+def flink_murmur_column(F: Any, code: Any) -> Any:
     """KG-2: Flink's murmurHash of a 32-bit code given as a bigint in [0, 2^32), as a non-negative int."""
-    F = _f()
-    k = _mul32(_rotl32(_mul32(code, C1), 15), C2)  # mixK1
-    h = _mask(_rotl32(k, 13) * _lit(5) + _lit(C3))  # mixH1 with seed 0
-    h = h.bitwiseXOR(_lit(4))  # KG-27: the length of one int
-    h = _mul32(_xor_shift(h, 16), F1)
-    h = _mul32(_xor_shift(h, 13), F2)
-    h = _xor_shift(h, 16)
+    k = _mul32(F, _rotl32(F, _mul32(F, code, C1), 15), C2)  # mixK1
+    h = _mask(F, _rotl32(F, k, 13) * _lit(F, 5) + _lit(F, C3))  # mixH1 with seed 0
+    h = h.bitwiseXOR(_lit(F, 4))  # KG-27: the length of one int
+    h = _mul32(F, _xor_shift(F, h, 16), F1)
+    h = _mul32(F, _xor_shift(F, h, 13), F2)
+    h = _xor_shift(F, h, 16)
     # as a signed int: h >= 2^31 is h - 2^32; KG-2: negative -> -h, Integer.MIN_VALUE (2^31) -> 0
-    return _let(h, lambda v: F.when(v < _lit(1 << 31), v).when(v == _lit(1 << 31), _lit(0))
-                .otherwise(_lit(1 << 32) - v)).cast("int")
+    return _let(F, h, lambda v: F.when(v < _lit(F, 1 << 31), v).when(v == _lit(F, 1 << 31), _lit(F, 0))
+                .otherwise(_lit(F, 1 << 32) - v)).cast("int")
 
 
 # The JDK String.hashCode of column {key} over its UTF-16 code units (KG-11), as a bigint in
@@ -107,21 +105,19 @@ _STRING_HASH_CODE = """CASE WHEN length({key}) = 0 THEN CAST(0 AS BIGINT) ELSE a
                  AS BIGINT)) & 4294967295) END"""
 
 
-def java_hash_code_column(key_name: str = "key", type_name: str = "type") -> Any:
+def java_hash_code_column(F: Any, key_name: str = "key", type_name: str = "type") -> Any:
     """KG-11: the JDK hash code of the string column `key_name` read as the type in `type_name`,
     as a bigint in [0, 2^32) (the int's 32 bits unsigned)."""
-    F = _f()
     key, type_ = F.col(key_name), F.col(type_name)
-    as_int = _mask(key.cast("int").cast("bigint"))  # Integer.hashCode: the value
+    as_int = _mask(F, key.cast("int").cast("bigint"))  # Integer.hashCode: the value
     v = key.cast("bigint")
-    as_long = _mask(v.bitwiseXOR(F.shiftrightunsigned(v, 32)))  # Long.hashCode
+    as_long = _mask(F, v.bitwiseXOR(F.shiftrightunsigned(v, 32)))  # Long.hashCode
     return (F.when(type_ == "int", as_int).when(type_ == "long", as_long)
             .otherwise(F.expr(_STRING_HASH_CODE.format(key=f"`{key_name}`"))))
 
 
-def spark_hash_column(key: Any, type_: Any) -> Any:
+def spark_hash_column(F: Any, key: Any, type_: Any) -> Any:
     """KG-22..KG-27: Spark's own hash() of the key at its type (a null key: 42, KG-23)."""
-    F = _f()
     return (F.when(type_ == "int", F.hash(key.cast("int")))
             .when(type_ == "long", F.hash(key.cast("bigint")))
             .otherwise(F.hash(key)))
@@ -135,13 +131,13 @@ def with_key_groups(df: Any, max_p: int, p: int, profile: str = "flink") -> Any:
         raise ValueError(f"unknown hash profile {profile!r}")
     if not (1 <= p <= max_p <= 1 << 15):
         raise ValueError(f"KG-8: parallelism {p} and max parallelism {max_p} out of bounds")
-    F = _f()
+    F = functions_of(df)
     key, type_ = F.col("key"), F.col("type")
     if profile == "spark":
-        h = spark_hash_column(key, type_)
+        h = spark_hash_column(F, key, type_)
     else:
         h = F.when(key.isNull(), F.lit(None).cast("int")).otherwise(
-            flink_murmur_column(java_hash_code_column("key", "type")))
+            flink_murmur_column(F, java_hash_code_column(F, "key", "type")))
     out = df.withColumn("hash", h)
     out = out.withColumn("key_group", F.pmod(F.col("hash"), F.lit(max_p)).cast("int"))  # KG-1, KG-30
     return out.withColumn(  # KG-3
@@ -166,7 +162,7 @@ def partition_salts(p: int) -> list[int]:
 def place_by_subtask(df: Any, p: int, column: str = "subtask") -> Any:
     """`df` in exactly p partitions, each row in the partition whose index is its `column` value
     (0 <= value < p): `spark_partition_id()` equals the subtask."""
-    F = _f()
+    F = functions_of(df)
     salts = F.array(*[F.lit(v) for v in partition_salts(p)])
     salted = df.withColumn("_kg_salt", F.element_at(salts, F.col(column) + 1))
     return salted.repartition(p, "_kg_salt").drop("_kg_salt")
