@@ -20,7 +20,9 @@ from conformance.areas.async_io import (
     default_capacity_schedules,
     feature_batches,
     malformed_schedules,
+    schedules,
 )
+from conformance.areas.key_groups import in_flight_problems, in_flight_schedule
 from conformance.plugin import Conformance
 from conformance.strategies import batches, malformed_batches, refusal_problems
 from reference import expected_trace
@@ -171,6 +173,32 @@ def test_end_of_input(conformance: Conformance, data: st.DataObject) -> None:
 def test_checkpoint_and_restore(conformance: Conformance, data: st.DataObject) -> None:
     f = Features(checkpoints=True, errors=True, timeouts=True, retries=True, max_steps=20)
     check(conformance, data, replace(f, on_timeout=("fail", "complete")))
+
+
+@pytest.mark.rule("AIO-49")
+@pytest.mark.needs("key_groups", "key_groups.operator_state", "key_groups.rescale", "scripted")
+@given(data=st.data())
+def test_in_flight_elements_on_rescale(conformance: Conformance, data: st.DataObject) -> None:
+    """The stored elements of async checkpoints, rescaled as split operator list state
+    (spec/key-groups.md, "Async I/O in-flight elements on rescale"): the last checkpoint of each of
+    k async schedules (the oracle's snapshots) is old subtask i's list state in a key groups
+    schedule that checkpoints and restores at another parallelism.  Every stored element lands on
+    exactly one new subtask, in contiguous runs of the old order, the loads within one (stated on
+    the oracle's trace from the trace alone); the adapter's key groups traces are the oracle's."""
+    f = Features(checkpoints=True, watermarks=True, max_steps=16)
+    groups = data.draw(st.lists(st.tuples(st.lists(schedules(f), min_size=1, max_size=4),
+                                          st.integers(1, 9)), min_size=1, max_size=8), label="groups")
+    batch = []
+    for async_schedules, parallelism in groups:
+        stored = []
+        for s in async_schedules:
+            snapshots = [e.snapshot for e in expected_trace(s).events if e.event == "checkpoint"]
+            stored.append(snapshots[-1] if snapshots else ())
+        schedule = in_flight_schedule(stored, parallelism)
+        problems = in_flight_problems(expected_trace(schedule), sum(map(len, stored)))
+        assert not problems, f"the oracle breaks AIO-49: {problems}\n{schedule.to_json()}"
+        batch.append(schedule)
+    conformance.check(batch)
 
 
 # --------------------------------------------------------------------------

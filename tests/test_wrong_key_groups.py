@@ -24,6 +24,7 @@ CASES = [
     ("JavaStringHashInSpark", "test_spark_hash", "KG-26"),
     ("UnionSplit", "test_operator_state_on_rescale", "KG-18"),
     ("MovesSingleKeys", "test_keyed_state_on_rescale", "KG-13"),
+    ("SplitOneByOne", "test_operator_state_on_rescale", "KG-17"),
 ]
 
 
@@ -37,3 +38,17 @@ def test_wrong_key_groups_adapter_is_caught(run_suite, adapter: str, prop: str, 
     assert rules and rule in rules[1], (rule, rules and rules[1], out[-3000:])
     want = f"python -m conformance check --adapter tests.wrong_key_groups:{adapter} "
     assert reproducer(out).startswith(want)
+
+
+def test_in_flight_elements_dealt_one_by_one_are_caught(pytester: pytest.Pytester,  # type: ignore[no-untyped-def]
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The async operator's stored elements on rescale (AIO-49, checked in the async I/O suite with
+    this area's schedules): split state dealt one element at a time is caught, AIO-49 named."""
+    run = suite_runner(pytester, monkeypatch, str(REPO / "conformance" / "test_async_io.py"))
+    result = run("--adapter", "tests.wrong_key_groups:SplitOneByOne", "--areas", "async_io",
+                 "-k", "in_flight")
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    rules = re.search(r"^rules: (.*)$", out, re.M)
+    assert rules and "AIO-49" in rules[1], out[-3000:]
+    assert re.search(r"^AIO-49 +MUST +failed", out, re.M), out[-3000:]

@@ -103,3 +103,21 @@ class _MovesSingleKeys(Model):
 
 class MovesSingleKeys(WrongKeyGroups):
     model = _MovesSingleKeys
+
+
+# ---- split state dealt one element at a time instead of in contiguous chunks (breaks KG-17, AIO-49)
+
+
+class _SplitOneByOne(Model):
+    def redistribute_operator(self, old: OperatorState, parallelism: int) -> OperatorState:
+        new = repartition_operator_state(old, self.modes, parallelism)
+        for name, mode in self.modes.items():
+            if mode == "split":
+                elements = [e for s in old for e in s.get(name, [])]
+                for i, s in enumerate(new):
+                    s[name] = elements[i::parallelism]
+        return new
+
+
+class SplitOneByOne(WrongKeyGroups):
+    model = _SplitOneByOne

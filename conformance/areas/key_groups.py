@@ -16,7 +16,7 @@ range holds its key group, and the split state per new subtask differs by at mos
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,6 +35,7 @@ from spec.areas.key_groups import (
 from spec.schedule import Schedule, Step, Trace
 
 AREA = "key_groups"
+IN_FLIGHT = "inflight"  # the async operator's list state of stored elements (AIO-49)
 
 # --------------------------------------------------------------------------
 # The checker's hooks
@@ -52,7 +53,19 @@ _RULES = {
     "rejected": ("KG-8",),
 }
 
-rules_for = rules_from(_RULES)  # the rules a divergence in these event kinds concerns
+_rules_of_kinds = rules_from(_RULES)
+
+
+def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
+    """The rules a divergence in these event kinds concerns; restored `inflight` state (an async
+    operator's stored elements, `in_flight_schedule`) concerns AIO-49 too."""
+    rules = _rules_of_kinds(schedule, kinds)
+    in_flight = any(isinstance(s, AddStateStep) and s.name == IN_FLIGHT for s in schedule.steps)
+    if "operator" in kinds and in_flight:
+        rules += ("AIO-49",)
+    return rules
+
+
 free_checkable, order_graph, output_keys = never_free, no_order_graph, no_output_keys
 FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
 
@@ -114,6 +127,35 @@ def split_load_problems(schedule: Schedule, trace: Trace) -> list[str]:
                 loads[e.subtask] += len(e.elements)
         if checkpointed is not None and checkpointed != parallelism and max(loads) - min(loads) > 1:
             problems.append(f"@{i}: split loads {loads} differ by more than one")
+    return problems
+
+
+def in_flight_schedule(stored: Sequence[Sequence[Any]], parallelism: int) -> Schedule:
+    """AIO-49 in this area's vocabulary (spec/key-groups.md, "Async I/O in-flight elements on
+    rescale"): old subtask i holds the stored elements `stored[i]` of an async operator's checkpoint
+    as its split list state `inflight`, numbered 0, 1, ... in old subtask and then stored order; a
+    checkpoint; a restore at `parallelism`."""
+    steps: list[Step] = []
+    for subtask, elements in enumerate(stored):
+        for _ in elements:
+            steps.append(AddStateStep(subtask, IN_FLIGHT, len(steps), "split"))
+    steps += [CheckpointStep(), RestoreStep(parallelism, None)]
+    return Schedule(AREA, KeyGroupsConfig(max(1, len(stored))), tuple(steps))
+
+
+def in_flight_problems(trace: Trace, total: int) -> list[str]:
+    """AIO-49 with KG-17 on the restore of an `in_flight_schedule` of `total` elements: each
+    element on exactly one new subtask; each subtask's elements a contiguous run of the old order
+    (so it replays them in stored order, AIO-46), the runs in subtask order (one name: no rotation,
+    KG-21); their sizes differ by at most one."""
+    runs = [list(e.elements) for e in sorted((e for e in trace.events if e.event == "operator"
+                                               and e.name == IN_FLIGHT), key=lambda e: e.subtask)]
+    problems = []
+    if [x for run in runs for x in run] != list(range(total)):
+        problems.append(f"the {total} stored elements are not each on exactly one new subtask, in "
+                        f"contiguous runs of the old order: {runs}")
+    if runs and max(map(len, runs)) - min(map(len, runs)) > 1:
+        problems.append(f"the new subtasks' loads {[len(r) for r in runs]} differ by more than one")
     return problems
 
 
