@@ -1,0 +1,143 @@
+"""The key groups area on Spark: the cost of computing key groups, and what a rescale moves.
+
+1. Key groups per second: `--keys` long keys (`spark.range`) and as many string keys
+   (`concat('key-', id)`), through three native Spark expressions, each summed over all rows in one
+   job: Spark's plain hash partitioning `pmod(hash(key), p)`; the `spark` profile (`hash`, `pmod`
+   by the key group, then the subtask: adapters/pyspark/key_groups/spark.py); the `flink` profile
+   (the JDK hash code and Flink's murmur finalizer written as SQL).  For scale, the same keys'
+   Flink key groups in plain Python (adapters/pyspark/key_groups/engine.py) on `--python-keys`.
+2. A rescale of `--keys` keys' keyed state from p to p' subtasks (maxP 128, flink profile): the
+   redistribution as DataFrame operations (`stream.redistribute_keyed`: the join of old and new
+   key-group ranges) written to the `noop` sink, in seconds; the fraction of keys whose subtask
+   changes with key-group ranges, with Spark's hash partitioning (`pmod(hash, p)` -> `pmod(hash,
+   p')`), and the minimum any placement must move, 1 - min(p, p') / max(p, p') (each new subtask
+   can keep at most the share of one old subtask); and the most old subtasks a new subtask takes
+   keys from ("sources"): with ranges a few contiguous key groups each, with hash partitioning
+   every old subtask (which must then be scanned key by key).
+
+    PYTHONPATH=. python bench/key_groups.py [--runs 3] [--keys 1000000]
+
+One warm Spark session (local[2]: adapters/pyspark/session.py).  Prints medians and ranges over
+`--runs`.  The exit status is 0 whenever the benchmark ran.  Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from adapters.pyspark.key_groups.engine import flink_key_group  # noqa: E402
+from adapters.pyspark.key_groups.spark import with_key_groups  # noqa: E402
+from adapters.pyspark.key_groups.stream import redistribute_keyed  # noqa: E402
+from adapters.pyspark.session import get_spark  # noqa: E402
+
+MAX_P = 128
+RESCALES = [(2, 3), (3, 2), (4, 8), (8, 4), (3, 5), (1, 4), (6, 1), (16, 128)]
+
+
+def _summary(values: list[float], unit: str, digits: int = 1) -> str:
+    runs = ", ".join(f"{v:,.{digits}f}" for v in values)
+    return f"{statistics.median(values):,.{digits}f} {unit} (runs: {runs})"
+
+
+def timed(runs: int, action: Callable[[], Any]) -> list[float]:
+    """Seconds per run, after one run not timed (code generation, caches)."""
+    action()
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        action()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def keys(spark: Any, n: int, type_: str) -> Any:
+    from pyspark.sql import functions as F
+
+    ids = spark.range(n)
+    key = F.col("id").cast("string") if type_ == "long" else F.concat(F.lit("key-"), F.col("id"))
+    return ids.select(key.alias("key"), F.lit(type_).alias("type"))
+
+
+def rates(spark: Any, n: int, runs: int, p: int = 4) -> None:
+    from pyspark.sql import functions as F
+
+    print(f"1. key groups per second, {n:,} keys of each type, maxP {MAX_P}, p {p}")
+    for type_ in ("long", "string"):
+        df = keys(spark, n, type_).cache()
+        df.count()
+        typed = F.col("key").cast("bigint") if type_ == "long" else F.col("key")
+        methods = {
+            "plain pmod(hash(key), p)": df.select(F.pmod(F.hash(typed), F.lit(p)).alias("subtask")),
+            "spark profile (key group, subtask)": with_key_groups(df, MAX_P, p, "spark"),
+            "flink profile (JDK hash code, murmur)": with_key_groups(df, MAX_P, p, "flink"),
+        }
+        for name, frame in methods.items():
+            seconds = timed(runs, lambda f=frame: f.agg(F.sum("subtask")).collect())
+            print(f"   {type_:6} {name:40} {_summary([n / s / 1e6 for s in seconds], 'M keys/s', 2)}")
+        df.unpersist()
+    python_keys = min(n, 100_000)
+    sample = list(range(python_keys))
+    seconds = timed(runs, lambda: [flink_key_group(k, "long", MAX_P) for k in sample])
+    print(f"   long   {'flink profile in plain Python':40} "
+          f"{_summary([python_keys / s / 1e6 for s in seconds], 'M keys/s', 2)}")
+
+
+def rescales(spark: Any, n: int, runs: int) -> None:
+    from pyspark.sql import functions as F
+
+    print(f"2. rescales of {n:,} keys' keyed state (maxP {MAX_P}, flink profile)")
+    print(f"   {'':9} {'':30} {'keys moved':^26} {'sources':^17}")
+    print(f"   {'p -> p2':9} {'redistribution (noop sink)':30} {'ranges':>8} {'hash':>8} {'minimum':>8} "
+          f"{'ranges':>8} {'hash':>8}")
+    base = keys(spark, n, "long")
+    for p, p2 in RESCALES:
+        state = (with_key_groups(base, MAX_P, p, "flink")
+                 .select(F.col("subtask").alias("partition"), "key_group", "type", "key",
+                         F.lit(1).cast("long").alias("value"))
+                 .cache())
+        state.count()
+        moved = redistribute_keyed(spark, state, MAX_P, p, p2)
+        seconds = timed(runs, lambda m=moved: m.write.format("noop").mode("overwrite").save())
+        pairs = moved.join(state.select("key", F.col("partition").alias("old")), "key")
+        check = pairs.agg(F.count("*").alias("n"),
+                          F.sum((F.col("new") != F.col("old")).cast("int")).alias("moved")).collect()[0]
+        assert check["n"] == n, f"{check['n']} keys after the rescale, {n} before"
+        h = F.hash(F.col("key").cast("bigint"))
+        hashed = base.select(F.pmod(h, F.lit(p)).alias("old"), F.pmod(h, F.lit(p2)).alias("new"))
+        hash_moved = hashed.agg(F.avg((F.col("old") != F.col("new")).cast("double"))).collect()[0][0]
+        minimum = 1 - min(p, p2) / max(p, p2)
+        sources = max_sources(pairs), max_sources(hashed)
+        print(f"   {f'{p} -> {p2}':9} {_summary(seconds, 's', 2):30} {check['moved'] / n:>8.1%} "
+              f"{hash_moved:>8.1%} {minimum:>8.1%} {sources[0]:>8} {sources[1]:>8}")
+        state.unpersist()
+
+
+def max_sources(pairs: Any) -> int:
+    """The most old subtasks any new subtask takes keys from (columns `old`, `new`)."""
+    from pyspark.sql import functions as F
+
+    return int(pairs.groupBy("new").agg(F.countDistinct("old").alias("k")).agg(F.max("k")).collect()[0][0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    args = parser.parse_args()
+    spark = get_spark()
+    print(f"cpus {os.cpu_count()}, load before {os.getloadavg()[0]:.1f}")
+    rates(spark, args.keys, args.runs)
+    rescales(spark, args.keys, args.runs)
+    print(f"load after {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
