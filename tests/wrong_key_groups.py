@@ -27,9 +27,6 @@ class WrongKeyGroups(WrongArea):
 
     area = "key_groups"
     model = Model
-    # A failing batch is reported as drawn (spec/adapter.py): shrinking schedules that restore to
-    # hundreds of subtasks costs a minute per adapter, and these tests check the rule named.
-    shrink = False
 
 
 # ---- hash mod parallelism instead of key groups (breaks KG-3, KG-6)
