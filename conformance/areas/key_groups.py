@@ -134,7 +134,8 @@ def in_flight_schedule(stored: Sequence[Sequence[Any]], parallelism: int) -> Sch
     """AIO-49 in this area's vocabulary (spec/key-groups.md, "Async I/O in-flight elements on
     rescale"): old subtask i holds the stored elements `stored[i]` of an async operator's checkpoint
     as its split list state `inflight`, numbered 0, 1, ... in old subtask and then stored order; a
-    checkpoint; a restore at `parallelism`."""
+    checkpoint; a restore at `parallelism` (another than `len(stored)`: at the same one split state
+    stays where it is, KG-20)."""
     steps: list[Step] = []
     for subtask, elements in enumerate(stored):
         for _ in elements:
