@@ -5,8 +5,10 @@ Two comparisons, chosen by the adapter's `completion_order` (spec/adapter.py):
 * SCRIPTED adapters follow the schedule exactly, so their trace must equal the reference trace
   step by step, with one freedom (spec/schedules.md item 7): inside a step, the output events and
   the side-effect events (each event kind says which it is) are two sequences whose interleaving is
-  not specified, while every other event (a marker) keeps its place relative to both.
-  `_canonical` puts one step's events in that form.
+  not specified, while every other event (a marker) keeps its place relative to both.  An area may
+  grant one more (its descriptor's `free_key_order`, naming the rule): a run of output events of
+  some kinds in any order of a key, each key's events in their own order.  `_canonical` puts one
+  step's events in that form.
 
 * FREE adapters cannot control when outside work completes, so step indices mean nothing to them.
   Their outputs must be one of the orders the rules allow: a linear extension of a partial order
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 
 from conformance.areas import hooks
 from spec.adapter import FREE
-from spec.area import get_area
+from spec.area import KeyOrder, get_area
 from spec.schedule import EFFECT, OUTPUT, Event, Schedule, Step, Trace, config_to_dict, step_to_dict
 
 
@@ -60,16 +62,43 @@ def _by_step(trace: Trace) -> dict[int, list[Event]]:
 Group = tuple[str, tuple[Event, ...]]
 
 
-def _canonical(events: Sequence[Event], groups: dict[str, str]) -> list[Group]:
+def _value_order(value: object) -> tuple[str, object]:
+    """A total order on field values of mixed types (None, ints, strings)."""
+    return type(value).__name__, 0 if value is None else value
+
+
+def _in_key_order(outputs: list[Event], key_order: KeyOrder) -> list[Event]:
+    """The outputs with each run of events of the freed kinds sorted by the key, stably (a key's own
+    events keep their order)."""
+    out: list[Event] = []
+    run: list[Event] = []
+    for e in [*outputs, None]:
+        if e is not None and e.event in key_order.kinds:
+            run.append(e)
+            continue
+        out += sorted(run, key=lambda x: _value_order(getattr(x, key_order.field)))
+        run = []
+        if e is not None:
+            out.append(e)
+    return out
+
+
+def _canonical(events: Sequence[Event], groups: dict[str, str],
+               key_order: KeyOrder | None = None) -> list[Group]:
     """One step's events up to the freedom of item 7: every marker in place; between two markers,
-    the outputs and the side effects as two sequences.  `groups`: event kind -> its group."""
+    the outputs and the side effects as two sequences, the outputs up to the area's `key_order`.
+    `groups`: event kind -> its group."""
     out: list[Group] = []
     outputs: list[Event] = []
     effects: list[Event] = []
+    label = "output events"
+    if key_order is not None:
+        label += f" (in any {key_order.field} order: {key_order.rule})"
 
     def flush() -> None:  # empty groups are left out, so the first difference names a real kind
-        out.extend((label, tuple(group)) for label, group in
-                   (("output events", outputs), ("side-effect events", effects)) if group)
+        ordered = outputs if key_order is None else _in_key_order(outputs, key_order)
+        out.extend((name, tuple(group)) for name, group in
+                   ((label, ordered), ("side-effect events", effects)) if group)
         outputs.clear()
         effects.clear()
 
@@ -146,10 +175,12 @@ def compare_scripted(schedule: Schedule, expected: Trace, observed: Trace) -> Mi
     bad = _steps_in_order(schedule, observed)
     if bad:
         return bad
-    groups = {name: kind.group for name, kind in get_area(schedule.area).event_kinds.items()}
+    area = get_area(schedule.area)
+    groups = {name: kind.group for name, kind in area.event_kinds.items()}
     exp, obs = _by_step(expected), _by_step(observed)
     for step in sorted(set(exp) | set(obs)):
-        a, b = _canonical(exp.get(step, []), groups), _canonical(obs.get(step, []), groups)
+        a = _canonical(exp.get(step, []), groups, area.free_key_order)
+        b = _canonical(obs.get(step, []), groups, area.free_key_order)
         i = _first_difference(a, b)
         if i is None:
             continue

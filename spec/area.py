@@ -65,6 +65,17 @@ def template_renderer(formats: Mapping[str, str],
 
 
 @dataclass(frozen=True)
+class KeyOrder:
+    """A freedom a rule of the area grants (spec/schedules.md, item 7): inside one step, between two
+    markers, a run of output events of `kinds` may come in any order of their `field` values, the
+    events of one value keeping their own order (for example, the keys of one bundle)."""
+
+    rule: str
+    kinds: tuple[str, ...]
+    field: str
+
+
+@dataclass(frozen=True)
 class Area:
     name: str  # the schedule's "area", and the name of the area's module in every part
     title: str
@@ -81,6 +92,8 @@ class Area:
     # Rules of a configuration the operator enforces itself: a schedule breaking one is not
     # malformed; its trace is the single `rejected` event (spec/schedules.md).
     rejecting_rules: tuple[str, ...] = ()
+    # Outputs of one step whose order across keys a rule leaves free (KeyOrder), or None.
+    free_key_order: KeyOrder | None = None
 
     def __post_init__(self) -> None:
         bad = [c for c in self.capabilities if not c.startswith(f"{self.name}.")]

@@ -5,11 +5,19 @@ Expected traces here are written by hand from the rules, not produced by the ref
 
 from __future__ import annotations
 
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import pytest
 
+from conformance.areas import hooks
 from conformance.areas.async_io import order_graph
 from conformance.checker import compare, free_checkable
 from spec.adapter import FREE, SCRIPTED
+from spec.area import Area, KeyOrder, Notation, register, unregister
 from spec.areas.async_io import (
     AsyncIoConfig,
     CompleteStep,
@@ -19,7 +27,7 @@ from spec.areas.async_io import (
     WatermarkStep,
     event,
 )
-from spec.schedule import Event, Schedule, Trace
+from spec.schedule import INPUT, MARKER, OUTPUT, Event, EventKind, Schedule, Step, Trace
 
 
 def emit(step: int, record: int, value: int, ts: int | None) -> Event:
@@ -306,3 +314,79 @@ def test_scripted_allows_only_the_interleaving_of_outputs_and_side_effects() -> 
     rejected = Trace((event(-1, "rejected", reason="AIO-1: capacity must be positive"),))
     assert compare(s, Trace((event(-1, "rejected", reason="other words"),)), rejected, SCRIPTED) is None
     assert compare(s, want, rejected, SCRIPTED) is not None
+
+
+# --------------------------------------------------------------------------
+# An area that leaves the key order of a step's outputs free (Area.free_key_order)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Config:
+    n: int = 1
+
+
+@dataclass(frozen=True)
+class _Put(Step):
+    op: ClassVar[str] = "put"
+    role: ClassVar[str | None] = INPUT
+    key: str
+    value: int
+
+
+def _no_notation(*args: Any) -> Any:
+    raise NotImplementedError
+
+
+BUNDLES = Area(name="bundles", title="bundles", rules_file="bundles.md", rule_prefix="BU",
+               config_type=_Config, steps=(_Put,),
+               events=(EventKind("out", ("key", "value"), OUTPUT), EventKind("mark", ("n",), MARKER)),
+               capabilities={}, notation=Notation(_no_notation, _no_notation, _no_notation, _no_notation),
+               validate_config=lambda config: None, free_key_order=KeyOrder("BU-9", ("out",), "key"))
+
+
+@pytest.fixture
+def bundles(monkeypatch: pytest.MonkeyPatch) -> Iterator[Area]:
+    """The toy area, with checker hooks that name BU-1 for any divergence."""
+    register(BUNDLES)
+    monkeypatch.setitem(sys.modules, "conformance.areas.bundles",
+                        types.SimpleNamespace(rules_for=lambda schedule, kinds: ("BU-1",)))
+    hooks.cache_clear()
+    try:
+        yield BUNDLES
+    finally:
+        unregister(BUNDLES.name)
+        hooks.cache_clear()
+
+
+def _trace(*events: tuple[int, str, Any, Any]) -> Trace:
+    kinds = BUNDLES.event_kinds
+    return Trace(tuple(Event(step, kind, data, kinds[kind]) for step, kind, *data in events))
+
+
+def _bundle_schedule() -> Schedule:
+    return Schedule("bundles", _Config(), (_Put("a", 1), _Put("b", 2)))
+
+
+def test_scripted_accepts_any_key_order_the_area_frees(bundles: Area) -> None:
+    expected = _trace((1, "out", "a", 1), (1, "out", "b", 2), (1, "out", "a", 3), (1, "mark", 7))
+    observed = _trace((1, "out", "b", 2), (1, "out", "a", 1), (1, "out", "a", 3), (1, "mark", 7))
+    assert compare(_bundle_schedule(), expected, observed, SCRIPTED) is None
+
+
+def test_scripted_keeps_the_order_of_one_key_and_names_the_rule(bundles: Area) -> None:
+    expected = _trace((1, "out", "a", 1), (1, "out", "b", 2), (1, "out", "a", 3))
+    observed = _trace((1, "out", "a", 3), (1, "out", "b", 2), (1, "out", "a", 1))
+    m = compare(_bundle_schedule(), expected, observed, SCRIPTED)
+    assert m is not None and m.step == 1 and "in any key order: BU-9" in m.what
+
+
+def test_scripted_frees_key_order_only_between_markers_and_inside_a_step(bundles: Area) -> None:
+    expected = _trace((1, "out", "a", 1), (1, "mark", 7), (1, "out", "b", 2))
+    across_marker = _trace((1, "out", "b", 2), (1, "mark", 7), (1, "out", "a", 1))
+    assert compare(_bundle_schedule(), expected, across_marker, SCRIPTED) is not None
+    expected = _trace((0, "out", "a", 1), (1, "out", "b", 2))
+    across_steps = _trace((0, "out", "b", 2), (1, "out", "a", 1))
+    assert compare(_bundle_schedule(), expected, across_steps, SCRIPTED) is not None
+    missing = _trace((0, "out", "a", 1))
+    assert compare(_bundle_schedule(), expected, missing, SCRIPTED) is not None
