@@ -328,6 +328,19 @@ class Refused(Exception):
         self.reason = reason
 
 
+def restore_refusal(p: int, max_p: int | None, checkpoint_max_p: int | None) -> str | None:
+    """Why a restore at p subtasks (explicitly configured maxP max_p) from a checkpoint taken with
+    maxP checkpoint_max_p (None: no checkpoint) is refused, or None.  In this order: Flink's
+    StateAssignmentOperation checks the lower max parallelism first, then the change."""
+    if not parallelism_in_bounds(p, max_p):
+        return REFUSED_PARALLELISM  # KG-8
+    if checkpoint_max_p is not None and p > checkpoint_max_p:
+        return REFUSED_ABOVE_MAX  # KG-15
+    if checkpoint_max_p is not None and max_p is not None and max_p != checkpoint_max_p:
+        return REFUSED_MAX_CHANGED  # KG-16 (explicitly configured and changed)
+    return None
+
+
 def key_sort(key: StateKey) -> tuple[Any, ...]:
     """Keys by type, then null first, then by value (keys of one type compare by value)."""
     type_, k = key
@@ -393,15 +406,10 @@ class KeyedOperator:
                 "modes": dict(self.modes), "subtasks": subtasks}
 
     def check_restore(self, p: int, max_p: int | None, checkpoint: dict[str, Any] | None) -> None:
-        """The refusals, in this order (Flink's StateAssignmentOperation checks the lower max
-        parallelism first, then the change)."""
-        if not parallelism_in_bounds(p, max_p):
-            raise Refused(REFUSED_PARALLELISM)  # KG-8
-        if checkpoint is not None:
-            if p > checkpoint["max_parallelism"]:
-                raise Refused(REFUSED_ABOVE_MAX)  # KG-15
-            if max_p is not None and max_p != checkpoint["max_parallelism"]:
-                raise Refused(REFUSED_MAX_CHANGED)  # KG-16 (explicitly configured and changed)
+        """Raise Refused when a restore at p (explicit maxP max_p) from the checkpoint is refused."""
+        reason = restore_refusal(p, max_p, None if checkpoint is None else checkpoint["max_parallelism"])
+        if reason is not None:
+            raise Refused(reason)
 
     @classmethod
     def restore(cls, p: int, max_p: int | None, profile: str,

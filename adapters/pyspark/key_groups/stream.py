@@ -52,13 +52,11 @@ from pathlib import Path
 from typing import Any
 
 from adapters.pyspark.key_groups.engine import (
-    REFUSED_ABOVE_MAX,
-    REFUSED_MAX_CHANGED,
-    REFUSED_PARALLELISM,
     default_max_parallelism,
     key_group_range,
     key_sort,
     parallelism_in_bounds,
+    restore_refusal,
 )
 from adapters.pyspark.key_groups.spark import partition_salts, with_key_groups
 from spec.areas.key_groups import (
@@ -448,18 +446,9 @@ class StreamRun:
         self.stopped.append(self.job)
         self.job = None
 
-    def _refusal(self, s: RestoreStep) -> str | None:
-        if not parallelism_in_bounds(s.parallelism, s.max_parallelism):
-            return REFUSED_PARALLELISM  # KG-8
-        c = self.checkpoint
-        if c is not None and s.parallelism > c.max_parallelism:
-            return REFUSED_ABOVE_MAX  # KG-15
-        if c is not None and s.max_parallelism is not None and s.max_parallelism != c.max_parallelism:
-            return REFUSED_MAX_CHANGED  # KG-16
-        return None
-
     def _restore(self, index: int, s: RestoreStep) -> None:
-        reason = self._refusal(s)
+        c_max = None if self.checkpoint is None else self.checkpoint.max_parallelism
+        reason = restore_refusal(s.parallelism, s.max_parallelism, c_max)  # KG-8, KG-15, KG-16
         if reason is not None:
             self.events.append(event(index, "restore_refused", reason=reason))
             return  # the running query goes on
