@@ -249,10 +249,6 @@ class Job:
         self.spark.catalog.dropTempView(self.name)
         return out
 
-    def state(self, variable: str, batch: int) -> Any:
-        """The state variable as of `batch`, from the state data source."""
-        return _read_state(self.spark, self.location, variable, batch)
-
 
 def _read_state(spark: Any, location: str, variable: str, batch: int) -> Any:
     return (spark.read.format("statestore").option("stateVarName", variable)
@@ -391,7 +387,7 @@ class StreamRun:
         self.pending: list[dict[str, Any]] = []
         self.events: list[Event] = []
         self.job: Job | None = None
-        self.stopped: list[Job] = []  # their checkpoints are read at a restore
+        self.stopped: list[Job] = []  # in order; the last holds the schedule's final state
 
     def run(self) -> list[Event]:
         try:
@@ -426,7 +422,7 @@ class StreamRun:
     def _flush(self, always: bool = False) -> int:
         """Run the pending steps as one micro-batch (`always`: even none); the last batch's id."""
         assert self.job is not None
-        if self.pending or always or self.job.batches == 0:
+        if self.pending or always:
             self.job.run_batch(self.pending)
             self.pending = []
         return self.job.batches - 1
