@@ -60,8 +60,8 @@ def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
     """The rules a divergence in these event kinds concerns; restored `inflight` state (an async
     operator's stored elements, `in_flight_schedule`) concerns AIO-49 too."""
     rules = _rules_of_kinds(schedule, kinds)
-    in_flight = any(isinstance(s, AddStateStep) and s.name == IN_FLIGHT for s in schedule.steps)
-    if "operator" in kinds and in_flight:
+    if "operator" in kinds and any(isinstance(s, AddStateStep) and s.name == IN_FLIGHT
+                                   for s in schedule.steps):
         rules += ("AIO-49",)
     return rules
 
