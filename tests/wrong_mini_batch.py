@@ -1,0 +1,172 @@
+"""Deliberately wrong adapters of the mini-batch area, to show that the suite catches them
+(tests/test_wrong_mini_batch.py).
+
+Each runs the reference model with one rule broken (a subclass of `reference.mini_batch.Model`);
+they are test doubles, so unlike real adapters they may import `reference`.  Schedules of other
+areas go to the reference unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from reference.mini_batch import RETRACTIONS, Acc, Bundle, Model
+from spec.areas.mini_batch import MiniBatchConfig, event
+from tests.wrong_area import WrongArea
+
+
+class WrongMiniBatch(WrongArea):
+    """Runs mini-batch schedules on `model` (a broken Model), the rest on the reference."""
+
+    area = "mini_batch"
+    model = Model
+
+
+# ---- the size trigger counts keys instead of records (breaks MB-10)
+
+
+class _KeyCountingBundle(Bundle):
+    def add(self, index: int, key: int, item: object) -> None:
+        if key not in self.items:
+            self.count += 1
+        self.items.setdefault(key, []).append(item)
+        if self.count >= self.size:
+            self.finish(index)
+
+
+class _SizeCountsKeys(Model):
+    def _open(self) -> None:
+        super()._open()
+        self.bundle = _KeyCountingBundle(self.c.size, self.bundle._finish)
+        self.local = _KeyCountingBundle(self.c.size, self.local._finish)
+
+
+class SizeCountsKeys(WrongMiniBatch):
+    model = _SizeCountsKeys
+
+
+# ---- the count is reset only when the size finishes a bundle (breaks MB-11)
+
+
+class _CountingOnBundle(Bundle):
+    def add(self, index: int, key: int, item: object) -> None:
+        self.items.setdefault(key, []).append(item)
+        self.count += 1
+        if self.count >= self.size:
+            self.count = 0
+            self.finish(index)
+
+    def finish(self, index: int) -> None:
+        count = self.count
+        super().finish(index)
+        self.count = count
+
+
+class _CountNotReset(Model):
+    def _open(self) -> None:
+        super()._open()
+        self.bundle = _CountingOnBundle(self.c.size, self.bundle._finish)
+        self.local = _CountingOnBundle(self.c.size, self.local._finish)
+
+
+class CountNotReset(WrongMiniBatch):
+    model = _CountNotReset
+
+
+# ---- the watermark is forwarded without finishing the bundle (breaks MB-12)
+
+
+class _NoFinishBeforeWatermark(Model):
+    def _to_exchange(self, index: int, ts: int) -> None:
+        if self.valve_last is not None and ts <= self.valve_last:
+            return
+        self.valve_last = ts
+        self.out.append(event(index, "watermark", timestamp=ts))
+
+
+class NoFinishBeforeWatermark(WrongMiniBatch):
+    model = _NoFinishBeforeWatermark
+
+
+# ---- -U emitted although the sink did not ask for update-before (breaks MB-20)
+
+
+class _UpdateBeforeAlways(Model):
+    def __init__(self, config: MiniBatchConfig):
+        super().__init__(replace(config, update_before=True))
+
+
+class UpdateBeforeAlways(WrongMiniBatch):
+    model = _UpdateBeforeAlways
+
+
+# ---- nothing emitted for an unchanged result with state retention on: before FLINK-33936 (MB-22)
+
+
+class _NoRefreshWithTtl(Model):
+    def __init__(self, config: MiniBatchConfig):
+        super().__init__(replace(config, ttl=False))
+
+
+class NoRefreshWithTtl(WrongMiniBatch):
+    model = _NoRefreshWithTtl
+
+
+# ---- a retraction for a key without state is applied (breaks MB-18, FLINK-10674)
+
+
+class _RetractsStatelessKeys(Model):
+    def _apply_rows(self, index: int, key: int, rows: list[tuple[str, int]]) -> None:
+        acc = self.state.get(key)
+        prev = acc.value() if acc is not None else None
+        acc = acc.copy() if acc is not None else Acc()
+        for kind, v in rows:
+            acc.apply(kind, v)
+        self._result(index, key, prev, acc)
+
+
+class RetractsStatelessKeys(WrongMiniBatch):
+    model = _RetractsStatelessKeys
+
+
+# ---- a key with nothing but leading retractions ends the bundle: FLINK-35661's `return` (MB-18)
+
+
+class _StopsAtRetractedKey(Model):
+    def _finish_one_phase(self, items: dict[int, list], index: int) -> None:
+        for key, rows in items.items():
+            if key not in self.state and all(kind in RETRACTIONS for kind, _ in rows):
+                return  # the keys after it are lost with the bundle
+            self._apply_rows(index, key, rows)
+
+
+class StopsAtRetractedKey(WrongMiniBatch):
+    model = _StopsAtRetractedKey
+
+
+# ---- the assigner's watermarks pass while the input is idle (breaks MB-15)
+
+
+class _IdleKeepsWatermarks(Model):
+    def _assigner_emits(self, index: int, ts: int) -> None:
+        if self.two_phase:
+            self.local.finish(index)
+        self._to_exchange(index, ts)
+
+
+class IdleKeepsWatermarks(WrongMiniBatch):
+    model = _IdleKeepsWatermarks
+
+
+# ---- the valve remembers the last watermark across a restore (breaks MB-29)
+
+
+class _ValveSurvivesRestore(Model):
+    def _open(self) -> None:
+        last = getattr(self, "valve_last", None)
+        super()._open()
+        self.valve_last = last
+
+
+class ValveSurvivesRestore(WrongMiniBatch):
+    model = _ValveSurvivesRestore
