@@ -41,6 +41,8 @@ from spec.areas.mini_batch import (
 )
 from spec.schedule import Event, Step
 
+LONG_MIN = -(2**63)  # Long.MIN_VALUE
+
 # --------------------------------------------------------------------------
 # Java long arithmetic (the row-time assigner's interval arithmetic wraps around at Long.MAX_VALUE)
 # --------------------------------------------------------------------------
@@ -151,7 +153,7 @@ class Model:
         c = self.c
         self.alive = True
         self.idle = False  # the status every operator last forwarded (MB-8, MB-15)
-        self.valve_last: int | None = None  # the last watermark the valve passed (MB-8)
+        self.valve_last = LONG_MIN  # the last watermark the valve passed (MB-8)
         self.current = 0  # the assigner's current watermark (MB-4, MB-6)
         self.next = jlong(batch_start(0, c.allow_latency) + c.allow_latency - 1) if c.enabled else 0
         self.timers: list[int] = []  # the processing-time assigner's timers (MB-4)
@@ -250,7 +252,7 @@ class Model:
     # ---- the exchange's valve and the aggregation (MB-8, MB-12) -----------
 
     def _to_exchange(self, index: int, ts: int) -> None:
-        if self.valve_last is not None and ts <= self.valve_last:  # MB-8
+        if ts <= self.valve_last:  # MB-8
             return
         self.valve_last = ts
         self.bundle.finish(index)  # MB-12: the bundle before the watermark

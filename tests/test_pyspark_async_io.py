@@ -173,12 +173,13 @@ def test_adapter_declares_everything(spark: Any) -> None:
     a = PySparkAdapter()
     try:
         assert a.name == "pyspark" and a.completion_order == SCRIPTED
-        from adapters.pyspark import key_groups, sources, watermarks
+        from adapters.pyspark import key_groups, mini_batch, sources, watermarks
 
         assert dict(a.capabilities()) == {"async_io": None, **{name: None for name in CAPABILITIES},
                                           "sources": None, **sources.CAPABILITIES,
                                           "watermarks": None, **watermarks.CAPABILITIES,
-                                          "key_groups": None, **key_groups.CAPABILITIES}
+                                          "key_groups": None, **key_groups.CAPABILITIES,
+                                          "mini_batch": None, **mini_batch.CAPABILITIES}
     finally:
         a.close()
 

@@ -78,7 +78,7 @@ class CountNotReset(WrongMiniBatch):
 
 class _NoFinishBeforeWatermark(Model):
     def _to_exchange(self, index: int, ts: int) -> None:
-        if self.valve_last is not None and ts <= self.valve_last:
+        if ts <= self.valve_last:
             return
         self.valve_last = ts
         self.out.append(event(index, "watermark", timestamp=ts))
@@ -163,7 +163,7 @@ class IdleKeepsWatermarks(WrongMiniBatch):
 
 class _ValveSurvivesRestore(Model):
     def _open(self) -> None:
-        last = getattr(self, "valve_last", None)
+        last = getattr(self, "valve_last", -(2**63))
         super()._open()
         self.valve_last = last
 

@@ -235,6 +235,8 @@ class _Draft:
         if pick < 17 and f.upstream_watermarks and not self.idle:
             if n % 25 == 0:
                 return WatermarkStep(MAX_WATERMARK)
+            if n % 25 == 13:
+                return WatermarkStep(-(2**63))  # Long.MIN_VALUE: never passes the valve (MB-8)
             if n % 5 == 1:  # repeats and a step back (MB-8)
                 return WatermarkStep(self.watermark - (n // 5) % 3)
             self.watermark += (1, 2, 4, 7, 10, 15)[(n // 5) % 6]
