@@ -680,21 +680,26 @@ class StreamRun:
         self.steps_per_batch = steps_per_batch
         self.output = root / "output"
         self.retained = root / "checkpoints"
-        self.batches = 0  # micro-batches run, over all queries
+        self.planned = 0  # micro-batches planned, over all queries
+        self.micro_batches = 0  # micro-batches Spark ran (foreachBatch calls), over all queries
+        self.queries: list[int] = []  # the incarnations run (their first steps)
+        self.events: list[Event] = []
 
     def run(self) -> list[Event]:
         reason = refusal(self.settings)  # MB-2, a rejecting rule: no query runs
         if reason is not None:
-            return [rejected(reason)]
+            self.events = [rejected(reason)]
+            return self.events
         self.output.mkdir(parents=True, exist_ok=True)
         self.retained.mkdir(parents=True, exist_ok=True)
         self.spark.dataSource.register(ScriptSource)
         for incarnation in plan(self.schedule, self.steps_per_batch):
             if not incarnation.empty:
                 self._run(incarnation)
-        rows = [r for p in sorted(self.output.glob("*.json"))
-                for r in json.loads(p.read_text(encoding="utf-8"))]
-        return events_of(rows)
+        files = sorted(self.output.glob("*.json"))
+        self.micro_batches = len(files)
+        self.events = events_of(r for p in files for r in json.loads(p.read_text(encoding="utf-8")))
+        return self.events
 
     def _query(self, inc: Incarnation, script: Path, checkpoint: Path) -> Any:
         src = (self.spark.readStream.format(FORMAT).option("script", str(script))
@@ -722,6 +727,7 @@ class StreamRun:
             _copy(self.retained / str(inc.checkpoint), checkpoint)  # MB-29: the checkpoint's state
         write_script(script, [])
         query = self._query(inc, script, checkpoint)
+        self.queries.append(inc.start)
         try:
             for i, completes in enumerate(inc.completes):
                 write_script(script, inc.batches[:i + 1])
@@ -729,7 +735,7 @@ class StreamRun:
                     query.processAllAvailable()
                 if completes is not None:  # MB-13: the batch with the barrier committed
                     _copy(checkpoint, self.retained / str(completes))
-            self.batches += len(inc.batches)
+            self.planned += len(inc.batches)
         finally:
             query.stop()
 
