@@ -205,3 +205,15 @@ def test_key_groups_stream_under_connect(connect_spark: Any) -> None:
 
     s = KG.schedule(*CASES["spark profile, three modes, 3 -> 5 -> 1"])
     assert rendered(run_schedule(connect_spark, s)) == rendered(expected_trace(s).events)
+
+
+def test_mini_batch_stream_under_connect(connect_spark: Any) -> None:
+    """Mini-batch aggregation as streaming queries through a Connect client: a schedule of
+    tests/test_pyspark_mini_batch_stream.py (two-phase, checkpoints, a crash, a restore from an
+    earlier checkpoint and one from none) gives the reference model's trace."""
+    from adapters.pyspark.mini_batch.stream import run_schedule
+    from tests.test_pyspark_mini_batch_stream import CASES, MB, check
+
+    config, steps, steps_per_batch = CASES["checkpoint, crash, restore"]
+    s = MB.schedule(config, steps)
+    check(s, run_schedule(connect_spark, s, steps_per_batch=steps_per_batch))
