@@ -3,7 +3,10 @@
 * `engine.py`: the accumulators, what a bundle does to one key (one-phase, local, global), the
   assigners, bundles, valve and outputs, and `Pipeline`, one incarnation of the job (standard
   library; rule IDs in comments);
-* here: `Run`, a schedule of the area run on the engine in conformance mode, and `CAPABILITIES`.
+* here: `Run`, a schedule of the area run on the engine in conformance mode, and `CAPABILITIES`;
+* `stream.py`: the same engine as Structured Streaming queries (`run_schedule`): the job's non-keyed
+  part and the keyed aggregation as two chained `transformWithStateInPandas` on RocksDB, a
+  checkpoint a committed micro-batch, a restore a query started from a copy of its directory.
 
 A `checkpoint` step writes the aggregation's state to the schedule's store; a `crash` step ends the
 incarnation as a real task failure (adapters/pyspark/runtime.py raises, Spark runs the task again)
