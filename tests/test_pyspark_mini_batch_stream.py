@@ -138,6 +138,10 @@ CASES: dict[str, tuple[dict[str, Any], str, int | None]] = {
 }
 
 
+# Cases run with the keys' state in two partitions (the others in one): the same trace.
+PARTITIONS = {"two-phase": 2, "processing time": 2}
+
+
 @pytest.fixture
 def workdir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="test-mb-stream-"))
@@ -155,10 +159,11 @@ def check(schedule: Schedule, events: list[Event]) -> None:
                     + "\nobserved:\n  " + "\n  ".join(map(MB.render, events)), pytrace=False)
 
 
-def through_the_stream(spark: Any, schedule: Schedule, root: Path, steps_per_batch: int | None) -> Any:
+def through_the_stream(spark: Any, schedule: Schedule, root: Path, steps_per_batch: int | None,
+                       partitions: int) -> Any:
     from adapters.pyspark.mini_batch.stream import StreamRun
 
-    run = StreamRun(spark, schedule, root, steps_per_batch)
+    run = StreamRun(spark, schedule, root, steps_per_batch, partitions)
     run.run()
     return run
 
@@ -168,7 +173,7 @@ def test_schedule_through_structured_streaming(name: str, spark: Any, workdir: P
     """A hand-picked schedule gives the reference's trace, one micro-batch per script batch."""
     config, steps, steps_per_batch = CASES[name]
     s = MB.schedule(config, steps)
-    run = through_the_stream(spark, s, workdir, steps_per_batch)
+    run = through_the_stream(spark, s, workdir, steps_per_batch, PARTITIONS.get(name, 1))
     check(s, run.events)
     assert run.micro_batches == run.planned, (run.micro_batches, run.planned)
     assert run.planned > len(run.queries), "a query of one micro-batch"

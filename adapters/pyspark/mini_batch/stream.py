@@ -37,9 +37,12 @@ The mapping (one query per incarnation of the job, MB-29):
   bundle, in `(step, n)` order, it applies `finish_key` (one-phase, MB-17..MB-24; mini-batch off is
   a bundle of one row, MB-1, MB-24) or `merge_key` (the global aggregation's final merge after the
   shuffle, MB-26) and emits the key's changelog rows tagged `(step, n)`.  The key -1 passes the
-  markers through.  With `ttl` (idle state retention) the accumulator state has Spark's state TTL
-  (one day: no state expires during a schedule, C5), which needs the `ProcessingTime` time mode;
-  what retention changes in the changelog (MB-22) is the engine's `ChangelogMode`.
+  markers through.  Both stages have `partitions` state partitions (`spark.sql.shuffle.partitions`
+  for the query; 1 by default, the spec's parallelism): the keys' accumulators are independent, so
+  any number gives the same trace.  With `ttl` (idle state retention) the accumulator state has
+  Spark's state TTL (one day: no state expires during a schedule, C5), which needs the
+  `ProcessingTime` time mode; what retention changes in the changelog (MB-22) is the engine's
+  `ChangelogMode`.
 * **The output**: `foreachBatch` writes each micro-batch's rows to a file named by incarnation and
   batch id (a replayed batch overwrites its own); the driver orders all rows by `(step, n, key's
   place in the bundle, row's place)` into the trace's events.  The keys of one bundle may come in
@@ -56,13 +59,21 @@ The mapping (one query per incarnation of the job, MB-29):
   its own script, the steps after the restore.
 * **MB-2** refusals give the single `rejected` event without running a query.
 
-Why the global bundle is in stage 1: its count trigger (MB-10) counts the inputs of every key of the
-task, which no keyed operator sees; so stage 1 decides when a global bundle finishes and which
-local accumulators it holds (buffering them until then), and stage 2 does the merge per key.  Two
-`transformWithStateInPandas` chained in one query work (Append mode, the `None` time mode, no
-watermark); no data batches are turned off per query (`noDataMicroBatches`), since the
-`ProcessingTime` mode of the TTL case would otherwise run empty batches without end.  The time
-mode of stage 1 is `None`: its timers are the schedule's, carried in band.
+Where this departs from the pipeline's shape, and what Spark required:
+
+* The global bundle is in stage 1, before the shuffle: its count trigger (MB-10) counts the inputs
+  of every key of the task, which no keyed operator sees; so stage 1 decides when a global bundle
+  finishes and which local accumulators it holds (buffering them until then), and stage 2, after
+  the shuffle, merges them per key.
+* Two `transformWithStateInPandas` chained in one query work as they are (Append mode, no
+  watermark); nothing had to be split into two queries.  Stage 1's time mode is `None`: its timers
+  are the schedule's, carried in band.
+* Spark refuses a state TTL in the `None` time mode (`STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_
+  ASSIGN_TTL`), hence `ProcessingTime` for stage 2 with `ttl`; in that mode a query runs no-data
+  batches without end (batch ids climb with no input and `processAllAvailable` never returns), so
+  every query starts with `spark.sql.streaming.noDataMicroBatches.enabled=false`.
+* The output goes to files, not to a list on the driver: under Spark Connect the `foreachBatch`
+  function runs in a Python process of the server.
 
 No RDD API and no SparkContext, and schemas are StructTypes: it runs under Spark Connect too (the
 server must import this module).  `run_in_process` runs the same stages and micro-batches without
@@ -124,7 +135,6 @@ FORMAT = "flink_mini_batch_script"
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 MARKERS = -1  # stage 2's grouping key of the forwarded watermarks and statuses
 RETENTION_MS = 24 * 3600 * 1000  # `ttl`: Spark's state TTL, longer than any schedule (C5)
-SHUFFLE_PARTITIONS = 2
 
 # No nulls in the in-band columns: a long column with nulls reaches pandas as float64, which cannot
 # hold MAX (2**63 - 1) exactly.
@@ -465,7 +475,6 @@ class Incarnation:
 
     start: int
     checkpoint: int | None
-    restored: bool
     batches: list[list[InBand]] = field(default_factory=list)
     completes: list[int | None] = field(default_factory=list)
 
@@ -480,7 +489,7 @@ def plan(schedule: Schedule, steps_per_batch: int | None = None) -> list[Incarna
     crash, and every `steps_per_batch` steps (None: never)."""
     now = 0
     incarnations: list[Incarnation] = []
-    current: Incarnation | None = Incarnation(0, None, False)
+    current: Incarnation | None = Incarnation(0, None)
     batch: list[InBand] = [in_band(0, 0, 0, "start", ms=0)]
     seq, steps = 1, 0
 
@@ -494,7 +503,7 @@ def plan(schedule: Schedule, steps_per_batch: int | None = None) -> list[Incarna
 
     for i, s in enumerate(schedule.steps):
         if isinstance(s, RestoreStep):
-            current = Incarnation(i, s.checkpoint, True)
+            current = Incarnation(i, s.checkpoint)
             batch, seq, steps = [in_band(i, 0, i, "start", ms=now)], 1, 0
             continue
         if isinstance(s, AdvanceStep):
@@ -674,10 +683,12 @@ def _copy(source: Path, target: Path) -> None:
 class StreamRun:
     """A mini-batch schedule as streaming queries, one per incarnation; `run()` gives the events."""
 
-    def __init__(self, spark: Any, schedule: Schedule, root: Path, steps_per_batch: int | None = None):
+    def __init__(self, spark: Any, schedule: Schedule, root: Path, steps_per_batch: int | None = None,
+                 partitions: int = 1):
         self.spark, self.schedule, self.root = spark, schedule, root
         self.settings = Settings(**asdict(schedule.config))
         self.steps_per_batch = steps_per_batch
+        self.partitions = partitions
         self.output = root / "output"
         self.retained = root / "checkpoints"
         self.planned = 0  # micro-batches planned, over all queries
@@ -710,7 +721,7 @@ class StreamRun:
         out = bundles.groupBy("key").transformWithStateInPandas(
             AggregationProcessor(self.settings), struct(OUTPUT_SCHEMA), "Append", time_mode)
         sink = functools.partial(write_batch, str(self.output), inc.start)
-        with _conf(self.spark, {"spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+        with _conf(self.spark, {"spark.sql.shuffle.partitions": str(self.partitions),
                                 "spark.sql.streaming.stateStore.providerClass": PROVIDER,
                                 "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
             return (out.writeStream.foreachBatch(sink).queryName(f"mb_stream_{uuid.uuid4().hex[:12]}")
@@ -741,13 +752,14 @@ class StreamRun:
 
 
 def run_schedule(spark: Any, schedule: Schedule, root: Path | None = None,
-                 steps_per_batch: int | None = None) -> list[Event]:
-    """The schedule's events through Structured Streaming; its directories removed afterwards."""
+                 steps_per_batch: int | None = None, partitions: int = 1) -> list[Event]:
+    """The schedule's events through Structured Streaming (a micro-batch every `steps_per_batch`
+    steps at most; `partitions` state partitions per stage); its directories removed afterwards."""
     from adapters.pyspark.runtime import scratch_dir
 
     base = Path(root) if root is not None else scratch_dir("mb-stream-")
     try:
-        return StreamRun(spark, schedule, base, steps_per_batch).run()
+        return StreamRun(spark, schedule, base, steps_per_batch, partitions).run()
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
