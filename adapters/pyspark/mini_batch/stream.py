@@ -125,11 +125,10 @@ from spec.schedule import Event, Schedule, rejected
 try:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming import StatefulProcessor
-    from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+    from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
 except ImportError:  # pyspark missing: the module still imports (the adapter reports it)
     DataSource = DataSourceStreamReader = InputPartition = StatefulProcessor = object  # type: ignore
-    SupportsTriggerAvailableNow = object  # type: ignore
-    ReadLimit = ReadMaxRows = object  # type: ignore
+    SupportsTriggerAvailableNow = ReadMaxRows = object  # type: ignore
 
 FORMAT = "flink_mini_batch_script"
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -180,10 +179,12 @@ def _tuples(frames: Iterable[Any], ddl: str) -> list[tuple[Any, ...]]:
 def _frame(rows: list[tuple[Any, ...]], ddl: str) -> Any:
     import pandas as pd
 
-    frame = pd.DataFrame(rows, columns=_names(ddl))
-    for name in ("min", "max"):  # MIN and MAX of a result may be null (pandas' nullable Int64)
-        if name in frame.columns:
-            frame[name] = pd.array(frame[name].tolist(), dtype="Int64")
+    names = _names(ddl)
+    frame = pd.DataFrame(rows, columns=names)
+    for name in ("min", "max"):  # MIN and MAX of a result may be null: pandas' nullable Int64
+        if name in names:
+            i = names.index(name)
+            frame[name] = pd.array([r[i] for r in rows], dtype="Int64")
     return frame
 
 
@@ -259,8 +260,6 @@ class StageOne:
     them; it is also the sink after the aggregation's output (the markers, MB-8, MB-15)."""
 
     def __init__(self, settings: Settings, now: int, snapshot: Mapping[str, Any] | None = None):
-        self.settings = settings
-        self.two_phase = settings.enabled and settings.two_phase  # MB-3
         self.timers = StageTimers(now)
         self.pipeline = Pipeline(settings, {}, self.timers, self)  # MB-29: every operator afresh
         aggregation = self.pipeline.operators[-1]
