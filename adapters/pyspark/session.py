@@ -24,6 +24,8 @@ import shutil
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +159,33 @@ def stop_spark() -> None:
     if _session is not None:
         _session.stop()
         _session = None
+
+
+# --------------------------------------------------------------------------
+# What every streaming face needs
+# --------------------------------------------------------------------------
+
+
+@contextmanager
+def query_conf(spark: Any, values: dict[str, str]) -> Iterator[None]:
+    """Session configuration for the query being started (a query keeps what it started with)."""
+    old = {k: spark.conf.get(k, None) for k in values}
+    for k, v in values.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def struct(ddl: str) -> Any:
+    """A StructType from `name type, ...` (int, long, string, boolean): parsing DDL strings needs a
+    classic session, which a Spark Connect client, or its server's Python worker, may not have."""
+    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
+    types = {"int": IntegerType(), "long": LongType(), "string": StringType(), "boolean": BooleanType()}
+    return StructType([StructField(name, types[t]) for name, t in (f.split() for f in ddl.split(", "))])

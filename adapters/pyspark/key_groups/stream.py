@@ -46,7 +46,6 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ from adapters.pyspark.key_groups.engine import (
     restore_refusal,
 )
 from adapters.pyspark.key_groups.spark import partition_salts, with_key_groups
+from adapters.pyspark.session import query_conf, struct
 from spec.areas.key_groups import (
     AddStateStep,
     CheckpointStep,
@@ -84,15 +84,6 @@ try:
     from pyspark.sql.streaming import StatefulProcessor
 except ImportError:  # pyspark missing: the module still imports (the adapter reports it)
     StatefulProcessor = object  # type: ignore[assignment,misc]
-
-
-def struct(ddl: str) -> Any:
-    """A StructType from `name type, ...` (int, long, string): parsing DDL strings needs a classic
-    session, which a Spark Connect client, or its server's Python worker, may not have."""
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-
-    types = {"int": IntegerType(), "long": LongType(), "string": StringType()}
-    return StructType([StructField(name, types[t]) for name, t in (f.split() for f in ddl.split(", "))])
 
 
 class KeyGroupsProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
@@ -179,22 +170,6 @@ def _salt(F: Any, subtask: Any, p: int) -> Any:
     return salt.cast("int")
 
 
-@contextmanager
-def _conf(spark: Any, values: dict[str, str]) -> Iterator[None]:
-    """Session configuration for the query being started (a query keeps what it started with)."""
-    old = {k: spark.conf.get(k, None) for k in values}
-    for k, v in values.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-
-
 @dataclass
 class Checkpoint:
     """A completed checkpoint: the query's checkpoint location and batch, and the job's metadata."""
@@ -226,7 +201,7 @@ class Job:
         out = grouped.transformWithStateInPandas(
             KeyGroupsProcessor(), struct(OUTPUT_SCHEMA), "Append", "None",
             initialState=None if initial is None else initial.groupBy("salt"))
-        with _conf(spark, {"spark.sql.shuffle.partitions": str(p),
+        with query_conf(spark, {"spark.sql.shuffle.partitions": str(p),
                            "spark.sql.streaming.stateStore.providerClass": PROVIDER}):
             self.query = (out.writeStream.format("memory").queryName(self.name).outputMode("append")
                           .option("checkpointLocation", self.location).start())

@@ -90,7 +90,6 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,6 +108,7 @@ from adapters.pyspark.mini_batch.engine import (
     merge_key,
     refusal,
 )
+from adapters.pyspark.session import query_conf, struct
 from spec.areas.mini_batch import (
     AdvanceStep,
     CheckpointStep,
@@ -153,15 +153,6 @@ def _fields(ddl: str) -> list[tuple[str, str]]:
 
 def _names(ddl: str) -> list[str]:
     return [name for name, _ in _fields(ddl)]
-
-
-def struct(ddl: str) -> Any:
-    """A StructType from `name type, ...` (long, string, boolean): parsing DDL strings needs a
-    classic session, which a Spark Connect client, or its server's Python worker, may not have."""
-    from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
-
-    types = {"long": LongType(), "string": StringType(), "boolean": BooleanType()}
-    return StructType([StructField(name, types[t]) for name, t in _fields(ddl)])
 
 
 _CAST: dict[str, Callable[[Any], Any]] = {"long": int, "string": str, "boolean": bool}
@@ -650,22 +641,6 @@ def events_of(rows: Iterable[Mapping[str, Any]]) -> list[Event]:
 # --------------------------------------------------------------------------
 
 
-@contextmanager
-def _conf(spark: Any, values: dict[str, str]) -> Iterator[None]:
-    """Session configuration for the query being started (a query keeps what it started with)."""
-    old = {k: spark.conf.get(k, None) for k in values}
-    for k, v in values.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-
-
 def _copy(source: Path, target: Path) -> None:
     """A checkpoint directory copied (state store maintenance may rename a file under it: retry)."""
     for attempt in range(5):
@@ -720,7 +695,7 @@ class StreamRun:
         out = bundles.groupBy("key").transformWithStateInPandas(
             AggregationProcessor(self.settings), struct(OUTPUT_SCHEMA), "Append", time_mode)
         sink = functools.partial(write_batch, str(self.output), inc.start)
-        with _conf(self.spark, {"spark.sql.shuffle.partitions": str(self.partitions),
+        with query_conf(self.spark, {"spark.sql.shuffle.partitions": str(self.partitions),
                                 "spark.sql.streaming.stateStore.providerClass": PROVIDER,
                                 "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
             return (out.writeStream.foreachBatch(sink).queryName(f"mb_stream_{uuid.uuid4().hex[:12]}")
