@@ -41,7 +41,7 @@ from spec.areas.mini_batch import (
     StatusStep,
     WatermarkStep,
 )
-from spec.schedule import Event, Schedule, Step, Trace
+from spec.schedule import Schedule, Step, Trace
 
 AREA = "mini_batch"
 
@@ -362,7 +362,3 @@ def malformed_schedules(draw: Any) -> Malformed:
         return Malformed({**d, "steps": [*steps, bad]}, n, "SCH-2", kind)
     bad = {"op": "row", "key": -1, "kind": "+I", "value": 1}
     return Malformed({**d, "steps": [*steps, bad]}, n, "SCH-2", kind)
-
-
-def outputs(trace: Trace) -> list[Event]:
-    return [e for e in trace.events if e.event == "out"]
