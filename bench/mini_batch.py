@@ -38,6 +38,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from adapters.pyspark.mini_batch.engine import Pipeline, Settings  # noqa: E402
+from adapters.pyspark.runtime import VirtualClock, VirtualTimers  # noqa: E402
 from adapters.pyspark.session import get_spark  # noqa: E402
 
 CONFIGS: list[tuple[str, Settings]] = [
@@ -68,28 +69,6 @@ class CountingState(dict):  # type: ignore[type-arg]
         return super().pop(key, default)
 
 
-class _Timers:
-    """Processing-time timers on the task's clock (one millisecond per row)."""
-
-    def __init__(self) -> None:
-        self.clock = 0
-        self.due: list[tuple[float, Any]] = []
-
-    def now(self) -> float:
-        return self.clock
-
-    def register(self, deadline: float, callback: Any) -> None:
-        self.due.append((deadline, callback))
-
-    def advance_to(self, t: int) -> None:
-        while self.due and min(d for d, _ in self.due) <= t:
-            i = min(range(len(self.due)), key=lambda j: self.due[j][0])
-            deadline, callback = self.due.pop(i)
-            self.clock = int(deadline)
-            callback()
-        self.clock = t
-
-
 class _Sink:
     def __init__(self) -> None:
         self.rows = 0
@@ -108,14 +87,14 @@ def run_partition(settings: Settings, batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa
 
     state = CountingState()
-    timers, sink = _Timers(), _Sink()
+    timers, sink = VirtualTimers(VirtualClock()), _Sink()
     job = Pipeline(settings, state, timers, sink)
     rows = 0
     for b in batches:
         for key, kind, value in zip(b.column("key").to_pylist(), b.column("kind").to_pylist(),
                                     b.column("value").to_pylist()):
             rows += 1
-            timers.advance_to(rows)
+            timers.advance(1, lambda: True)  # one millisecond per row
             job.row(key, kind, value)
     job.end()
     yield pa.RecordBatch.from_pydict({"rows": [rows], "accesses": [state.accesses], "out": [sink.rows]})

@@ -86,6 +86,20 @@ class VirtualTimers:
     def cancel(self, handle: _Timer) -> None:
         handle.cancelled = True
 
+    def deadlines(self) -> list[int]:
+        """The pending timers' deadlines, in firing order (to save them across micro-batches)."""
+        return [int(t.deadline) for t in sorted(self._heap) if not t.cancelled]
+
+    def retime(self, deadlines: list[int]) -> None:
+        """Move the pending timers (registered afresh, in firing order) to saved `deadlines`."""
+        pending = [t for t in sorted(self._heap) if not t.cancelled]
+        if len(pending) != len(deadlines):
+            raise RuntimeError(f"{len(pending)} timers pending for {len(deadlines)} saved deadlines")
+        for timer, deadline in zip(pending, deadlines):
+            timer.deadline = deadline
+        self._heap = pending
+        heapq.heapify(self._heap)
+
     def advance(self, ms: int, alive: Callable[[], bool]) -> None:
         """Execution model 5: fire due timers one by one at their deadlines, then set the new time."""
         target = self.clock.now + ms

@@ -83,7 +83,6 @@ Spark, for tests of the staging on many schedules.
 from __future__ import annotations
 
 import functools
-import heapq
 import json
 import os
 import shutil
@@ -108,6 +107,7 @@ from adapters.pyspark.mini_batch.engine import (
     merge_key,
     refusal,
 )
+from adapters.pyspark.runtime import VirtualClock, VirtualTimers
 from adapters.pyspark.session import query_conf, struct
 from spec.areas.mini_batch import (
     AdvanceStep,
@@ -202,41 +202,6 @@ def _bundle_row(step: int, n: int, type_: str, kpos: int = 0, pos: int = 0, key:
 # --------------------------------------------------------------------------
 
 
-class StageTimers:
-    """The assigner's processing-time timers on the in-band clock (execution model 5: due timers
-    fire one by one at their deadlines, then the clock takes the new time)."""
-
-    def __init__(self, now: int):
-        self.current = now
-        self.pending: list[tuple[int, int, Callable[[], None]]] = []  # (deadline, seq, callback)
-        self.seq = 0
-
-    def now(self) -> float:
-        return self.current
-
-    def register(self, deadline: float, callback: Callable[[], None]) -> None:
-        heapq.heappush(self.pending, (int(deadline), self.seq, callback))
-        self.seq += 1
-
-    def advance_to(self, target: int) -> None:
-        while self.pending and self.pending[0][0] <= target:
-            deadline, _, callback = heapq.heappop(self.pending)
-            self.current = deadline
-            callback()
-        self.current = target
-
-    def deadlines(self) -> list[int]:
-        return [d for d, _, _ in sorted(self.pending, key=lambda t: (t[0], t[1]))]
-
-    def retime(self, deadlines: list[int]) -> None:
-        """The timers a fresh incarnation registered (their callbacks) at the saved deadlines."""
-        fresh = sorted(self.pending, key=lambda t: (t[0], t[1]))
-        if len(fresh) != len(deadlines):
-            raise RuntimeError(f"stage 1 restored with {len(fresh)} timers for {len(deadlines)} saved")
-        self.pending = [(d, seq, cb) for d, (_, seq, cb) in zip(deadlines, fresh)]
-        heapq.heapify(self.pending)
-
-
 def _encode(item: Any) -> list[Any]:
     return ["acc", item.to_json()] if isinstance(item, Acc) else ["row", item[0], item[1]]
 
@@ -251,7 +216,7 @@ class StageOne:
     them; it is also the sink after the aggregation's output (the markers, MB-8, MB-15)."""
 
     def __init__(self, settings: Settings, now: int, snapshot: Mapping[str, Any] | None = None):
-        self.timers = StageTimers(now)
+        self.timers = VirtualTimers(VirtualClock(now))
         self.pipeline = Pipeline(settings, {}, self.timers, self)  # MB-29: every operator afresh
         aggregation = self.pipeline.operators[-1]
         assert isinstance(aggregation, BundleOperator)
@@ -299,7 +264,7 @@ class StageOne:
         elif type_ == "status":
             self.pipeline.status(idle)
         elif type_ == "advance":  # MB-4: the assigner's timers fire at their deadlines
-            self.timers.advance_to(ms)
+            self.timers.advance(ms - self.timers.clock.now, lambda: True)
         elif type_ == "checkpoint":  # MB-13: the bundles finish before the barrier passes
             self.pipeline.checkpoint()
         elif type_ == "end":  # MB-7, MB-14
@@ -324,7 +289,7 @@ class StageOne:
                 d["count"] = op.bundle.count
                 d["inputs"] = [[k, [_encode(i) for i in items]] for k, items in op.bundle.inputs.items()]
             operators.append(d)
-        return {"now": self.timers.current, "timers": self.timers.deadlines(), "operators": operators}
+        return {"now": self.timers.clock.now, "timers": self.timers.deadlines(), "operators": operators}
 
     def _restore(self, s: Mapping[str, Any]) -> None:
         self.timers.retime(s["timers"])
