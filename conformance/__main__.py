@@ -1,15 +1,21 @@
-"""Command line: run one schedule through an adapter.
+"""Command line of the conformance suite.
 
     python -m conformance replay SCHEDULE.json --adapter NAME     print the adapter's trace as JSON
     python -m conformance check SCHEDULE.json --adapter NAME      compare it with the reference
+    python -m conformance draw SCHEDULE.json [--adapter NAME]     draw its timeline (SVG and PNG)
+    python -m conformance matrix REPORT.json ...                  rules x adapters, Markdown and HTML
+    python -m conformance strength MODULE ...                     run deliberately wrong adapters
 
 SCHEDULE.json may be `-` for stdin, or give the schedule inline with --json '<text>'.
-Exit status: 0 conforms (or replayed), 1 does not conform, 2 malformed schedule, 3 adapter error.
+replay and check exit with 0 conforms (or replayed), 1 does not conform, 2 malformed schedule,
+3 adapter error.  Each other subcommand lives in its own module (`configure(parser)` adds its
+arguments, `run(args)` returns the exit status): conformance/draw.py, matrix.py, strength.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from conformance.checker import compare, format_report
@@ -18,8 +24,12 @@ from reference import expected_trace
 from spec.adapter import AdapterError
 from spec.schedule import Schedule, ScheduleError, Trace, parse_schedule
 
+# Subcommands with a module of their own: name -> module.
+MODULES = {"draw": "conformance.draw", "matrix": "conformance.matrix", "strength": "conformance.strength"}
 
-def _read(args: argparse.Namespace) -> str:
+
+def read_schedule_text(args: argparse.Namespace) -> str:
+    """The schedule's JSON text: --json, a file, or stdin (`-`)."""
     if args.json is not None:
         return str(args.json)
     if args.schedule in (None, "-"):
@@ -30,7 +40,16 @@ def _read(args: argparse.Namespace) -> str:
         return f.read()
 
 
-def _run(adapter_spec: str, schedule: Schedule) -> tuple[str, str, Trace]:
+def add_schedule_arguments(parser: argparse.ArgumentParser,
+                           adapter_default: str | None = "reference") -> None:
+    parser.add_argument("schedule", nargs="?", help="schedule JSON file, or - for stdin")
+    parser.add_argument("--json", help="the schedule as JSON text")
+    parser.add_argument("--adapter", default=adapter_default,
+                        help=f"{', '.join(sorted(BUILTIN))} or module:factory")
+
+
+def run_one(adapter_spec: str, schedule: Schedule) -> tuple[str, str, Trace]:
+    """One schedule through an adapter: (its name, its completion order, the trace)."""
     adapter = load_adapter(adapter_spec)
     try:
         (trace,) = adapter.run_batch([schedule])
@@ -39,19 +58,12 @@ def _run(adapter_spec: str, schedule: Schedule) -> tuple[str, str, Trace]:
         adapter.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("replay", "check"))
-    parser.add_argument("schedule", nargs="?", help="schedule JSON file, or - for stdin")
-    parser.add_argument("--json", help="the schedule as JSON text")
-    parser.add_argument("--adapter", default="reference",
-                        help=f"{', '.join(sorted(BUILTIN))} or module:factory")
-    args = parser.parse_args(argv)
+def replay_or_check(args: argparse.Namespace) -> int:
     try:
         # A configuration the operator refuses is not malformed: it must give a `rejected` trace.
-        schedule = parse_schedule(_read(args), validate=False)
+        schedule = parse_schedule(read_schedule_text(args), validate=False)
         expected = expected_trace(schedule)  # validates; raises ScheduleError for malformed schedules
-        name, order, trace = _run(args.adapter, schedule)
+        name, order, trace = run_one(args.adapter, schedule)
     except ScheduleError as e:
         print(f"malformed schedule: {e}", file=sys.stderr)
         return 2
@@ -68,6 +80,25 @@ def main(argv: list[str] | None = None) -> int:
     print(format_report(schedule, mismatch, adapter_name=name, adapter_spec=args.adapter,
                         expected=expected, observed=trace))
     return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, what in (("replay", "print the adapter's trace of a schedule as JSON"),
+                       ("check", "compare the adapter's trace of a schedule with the reference")):
+        sub = commands.add_parser(name, help=what, description=what)
+        add_schedule_arguments(sub)
+        sub.set_defaults(run=replay_or_check)
+    for name, module_name in MODULES.items():
+        module = importlib.import_module(module_name)
+        first = (module.__doc__ or name).strip().splitlines()[0]
+        sub = commands.add_parser(name, help=first, description=module.__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.configure(sub)
+        sub.set_defaults(run=module.run)
+    args = parser.parse_args(argv)
+    return int(args.run(args))
 
 
 if __name__ == "__main__":

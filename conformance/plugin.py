@@ -11,6 +11,7 @@ Options:
                                   SHOULD and MAY rules, expected failures and stale ones
   --conformance-deadline SECONDS  how long one run_batch may take before the adapter is reported as
                                   hung; default $CONFORMANCE_DEADLINE or 900
+  --conformance-shrink yes|no     shrink failing examples (default: yes, unless the adapter says no)
   --hypothesis-profile NAME       "default" or "thorough" (also $CONFORMANCE_PROFILE)
 
 At the end of a run, a table gives every rule of the areas run its verdict (conformance/verdicts.py).
@@ -82,12 +83,17 @@ def blame(concerned: Sequence[str], checked: Sequence[str]) -> list[str]:
 class ConformanceFailure(AssertionError):
     """An adapter's trace differs from the reference trace; the message is the full report.
 
-    `rules`: the rules the divergence concerns (the report names them); `reproducer`: one line."""
+    `rules`: the rules the divergence concerns (the report names them); `reproducer`: one line;
+    `schedule`, `expected`, `observed`, `step`: the counterexample (the failing schedule, both traces
+    and the first divergent step), when the failure is a divergence."""
 
-    def __init__(self, message: str, rules: Sequence[str] = (), reproducer: str | None = None):
+    def __init__(self, message: str, rules: Sequence[str] = (), reproducer: str | None = None, *,
+                 schedule: Schedule | None = None, expected: Trace | None = None,
+                 observed: Trace | None = None, step: int | None = None):
         super().__init__(message)
         self.rules = list(rules)
         self.reproducer = reproducer
+        self.schedule, self.expected, self.observed, self.step = schedule, expected, observed, step
 
 
 @dataclass
@@ -180,6 +186,7 @@ class Conformance:
         self.batch_size = batch_size  # schedules per run_batch the adapter prefers (spec/adapter.py)
         self.gathering: _Gathering | None = None  # while a property generates its examples
         self.known: dict[Schedule, Trace] = {}  # the adapter's traces of the current property
+        self.found_after: dict[str, int] = {}  # per property: schedules checked when a first one failed
 
     @property
     def name(self) -> str:
@@ -265,10 +272,13 @@ class Conformance:
         want = expected_trace(schedule)
         mismatch = compare(schedule, want, observed, self.completion_order)
         if mismatch is not None:
+            if self.item is not None:
+                self.found_after.setdefault(self.item.nodeid, self.counts[self.item.nodeid])
             raise ConformanceFailure(format_report(
                 schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
                 expected=want, observed=observed, property_rules=self.property_rules()),
-                blame(mismatch.rules, self.property_rules()), reproducer(schedule, self.spec))
+                blame(mismatch.rules, self.property_rules()), reproducer(schedule, self.spec),
+                schedule=schedule, expected=want, observed=observed, step=mismatch.step)
 
     def check(self, schedules: Sequence[Schedule]) -> None:
         """Check a batch: every trace of the adapter compared with the reference.
@@ -337,7 +347,8 @@ class _State:
             outcome = V.FAILED if report.failed else V.XFAIL if failure else V.PASSED
             result = V.ItemResult(report.nodeid, rules, outcome, int(props.get("conformance_schedules", 0)),
                                   list(failure.get("blamed", rules if report.failed else [])),
-                                  failure.get("reproducer"))
+                                  failure.get("reproducer"), found_after=props.get("conformance_found_after"),
+                                  counterexample_steps=failure.get("counterexample_steps"))
         if result is not None and (result.outcome != V.PASSED or report.nodeid not in self.results):
             self.results[report.nodeid] = result
 
@@ -363,6 +374,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--expected-failures", default=None, metavar="PATH",
                     help="a JSON object rule ID -> reason: rules expected to fail "
                          "(default: the adapter's own `expected_failures`)")
+    group.addoption("--conformance-shrink", choices=("yes", "no"), default=None,
+                    help="shrink failing examples (default: yes, unless the adapter sets `shrink = False`)")
     group.addoption("--conformance-deadline", type=float, default=None, metavar="SECONDS",
                     help="report the adapter as hung when one run_batch takes longer "
                          "(default: $CONFORMANCE_DEADLINE or 900)")
@@ -401,6 +414,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if profile not in PROFILES:
             raise pytest.UsageError(f"CONFORMANCE_PROFILE={profile!r}: use one of {', '.join(PROFILES)}")
         shrink = adapter_attribute(spec, "shrink") is not False
+        if config.getoption("conformance_shrink"):  # the option overrides the adapter's attribute
+            shrink = config.getoption("conformance_shrink") == "yes"
         if examples is not None or not shrink:  # the adapter sizes its own budget (spec/adapter.py)
             hints: dict[str, Any] = {}
             if examples is not None:
@@ -547,6 +562,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         item.user_properties.append(("conformance_schedules", conformance.counts[item.nodeid]))
         item.user_properties.append(("conformance_adapter_schedules",
                                      conformance.through_adapter[item.nodeid]))
+        if item.nodeid in conformance.found_after:
+            item.user_properties.append(("conformance_found_after", conformance.found_after[item.nodeid]))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -565,7 +582,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         failure = exc if isinstance(exc, ConformanceFailure) else ConformanceFailure("")
         blamed = failure.rules or item_rules(item)
         line = failure.reproducer or f"pytest {shlex.quote(item.nodeid)} --adapter {shlex.quote(state.spec)}"
-        report.user_properties.append(("conformance_failure", {"blamed": blamed, "reproducer": line}))
+        steps = len(failure.schedule.steps) if failure.schedule is not None else None
+        report.user_properties.append(("conformance_failure", {"blamed": blamed, "reproducer": line,
+                                                               "counterexample_steps": steps}))
         why = V.excused(blamed, load_rules(), state.expected_failures, state.strict)
         if why is not None:
             report.outcome = "skipped"
@@ -624,7 +643,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         verdicts = state.verdicts()
         if state.report_path:
             with open(state.report_path, "w", encoding="utf-8") as fh:
-                json.dump(V.report_json(state.spec, state.areas, verdicts), fh, indent=2)
+                report = V.report_json(state.spec, state.areas, verdicts, state.results.values())
+                json.dump(report, fh, indent=2)
         if V.run_fails(verdicts, state.strict) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --strict: a stale expected failure
 

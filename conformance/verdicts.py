@@ -45,6 +45,8 @@ class ItemResult:
     blamed: list[str] = field(default_factory=list)  # a failure: the rules its report names
     reproducer: str | None = None
     reason: str | None = None  # unsupported: the adapter's reason
+    found_after: int | None = None  # a failure: schedules the property checked when it met the first one
+    counterexample_steps: int | None = None  # a divergence: the steps of the reported schedule
 
 
 @dataclass
@@ -156,9 +158,12 @@ def table(vs: Sequence[Verdict], width: int = 90) -> list[str]:
     return lines
 
 
-def report_json(adapter: str, areas: Sequence[str], vs: Sequence[Verdict]) -> dict[str, Any]:
-    """The JSON report (README, "The report"): {"adapter", "areas", "rules": [...]}."""
-    return {"adapter": adapter, "areas": list(areas), "rules": [asdict(v) for v in vs]}
+def report_json(adapter: str, areas: Sequence[str], vs: Sequence[Verdict],
+                results: Iterable[ItemResult] = ()) -> dict[str, Any]:
+    """The JSON report (README, "The report"): {"adapter", "areas", "rules": [...], "properties": [...]}:
+    a verdict per rule, and what each property (each case of a parametrized one) showed."""
+    return {"adapter": adapter, "areas": list(areas), "rules": [asdict(v) for v in vs],
+            "properties": [asdict(r) for r in results]}
 
 
 _RULE_ID = re.compile(r"^[A-Z]+-\d+$")

@@ -47,6 +47,8 @@ SHARED = [ROOT / p for p in (
     "conformance/areas/__init__.py", "conformance/checker.py", "conformance/conftest.py",
     "conformance/examples.py", "conformance/plugin.py", "conformance/registry.py",
     "conformance/strategies.py", "conformance/test_spec_examples.py", "conformance/verdicts.py",
+    "conformance/draw.py", "conformance/matrix.py", "conformance/strength.py", "conformance/corpus.py",
+    "conformance/progress.py", "conformance/coverage.py",
 )]
 
 

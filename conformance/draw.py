@@ -1,0 +1,13 @@
+"""(being written: issue 11)"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run(args: argparse.Namespace) -> int:
+    raise SystemExit("python -m conformance draw: not written yet")
