@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from adapters.pyspark.async_io import async_map  # noqa: E402
 from adapters.pyspark.session import get_spark  # noqa: E402
+from conformance.progress import Progress  # noqa: E402
 
 
 def _measure(out: Any) -> tuple[float, float]:
@@ -107,9 +108,11 @@ def main(argv: list[str] | None = None) -> int:
          lambda: bench_sync(spark, a.sync_records, a.partitions, a.latency)),
     ]
     results: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in variants}
-    for _ in range(a.runs):  # interleaved, so that a change of load affects every variant alike
-        for name, _n, _bound, run in variants:
+    progress = Progress(a.runs * len(variants), "bench async_io", every=0)
+    for i in range(a.runs):  # interleaved, so that a change of load affects every variant alike
+        for j, (name, _n, _bound, run) in enumerate(variants):
             results[name].append(run())
+            progress.update(i * len(variants) + j + 1, f"run {i + 1} of {a.runs}: {name}")
     load_after = _load()
 
     print(f"\n{a.runs} runs, {a.partitions} partition(s), capacity {a.capacity}, "

@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from adapters.pyspark.mini_batch.engine import Pipeline, Settings  # noqa: E402
 from adapters.pyspark.runtime import VirtualClock, VirtualTimers  # noqa: E402
 from adapters.pyspark.session import get_spark  # noqa: E402
+from conformance.progress import Progress  # noqa: E402
 
 CONFIGS: list[tuple[str, Settings]] = [
     ("off", Settings()),
@@ -143,6 +144,8 @@ def main() -> None:
     spark = get_spark()
     print(f"{args.rows:,} rows, {args.keys:,} keys, {args.partitions} partitions, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.2f}")
+    progress = Progress(2 * len(CONFIGS) * (args.runs + 1), "bench mini_batch", every=0)
+    done = 0
     for skewed in (False, True):
         data = changelog(args.rows, args.keys, skewed)
         df = (spark.createDataFrame(data, "seq long, key long, kind string, value long")
@@ -154,6 +157,8 @@ def main() -> None:
         for name, settings in CONFIGS:
             measure(spark, df, settings)  # not timed: the Python workers warm up
             results = [measure(spark, df, settings) for _ in range(args.runs)]
+            done += args.runs + 1
+            progress.update(done, f"{'skewed' if skewed else 'uniform'} keys, {name}")
             rates = [rows / seconds for seconds, rows, _, _ in results]
             _, rows, accesses, out = results[0]
             spread = f"{min(rates):,.0f}-{max(rates):,.0f}"

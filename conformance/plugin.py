@@ -41,16 +41,21 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import seed as hypothesis_seed
 
+from conformance import corpus
 from conformance import verdicts as V
 from conformance.checker import compare, format_report, reproducer
+from conformance.coverage import Tally
+from conformance.progress import Progress
 from conformance.registry import BUILTIN, adapter_attribute, budget_hints, load_adapter
 from reference import expected_trace
 from spec.adapter import DEFAULT_BATCH_SIZE, FREE, SCRIPTED, Adapter, AdapterError, unsupported
@@ -187,6 +192,10 @@ class Conformance:
         self.gathering: _Gathering | None = None  # while a property generates its examples
         self.known: dict[Schedule, Trace] = {}  # the adapter's traces of the current property
         self.found_after: dict[str, int] = {}  # per property: schedules checked when a first one failed
+        self.tally = Tally()  # the current property's distinct schedules and the states they reach
+        self.examples = 0  # the current property's examples so far (for the progress line)
+        self.validated: Counter[str] = Counter()  # schedules checked per area, the whole session
+        self.on_example: Callable[[], None] | None = None  # called after each example (progress)
 
     @property
     def name(self) -> str:
@@ -270,6 +279,7 @@ class Conformance:
     def verify(self, schedule: Schedule, observed: Trace) -> None:
         """Compare one trace with the reference; ConformanceFailure (the full report) if it differs."""
         want = expected_trace(schedule)
+        self.validated[str(schedule.area)] += 1
         mismatch = compare(schedule, want, observed, self.completion_order)
         if mismatch is not None:
             if self.item is not None:
@@ -289,7 +299,13 @@ class Conformance:
         failure, so that hypothesis shrinks it) the batch runs at once, and a difference raises
         ConformanceFailure; traces already known for the property are not run again.
         """
-        if self.gathering is not None:
+        if self.gathering is not None:  # generation (not a replay for shrinking): count and gather
+            for schedule in schedules:
+                for reached in self.tally.add(schedule):
+                    event(f"reached: {reached}")  # coverage states, conformance/coverage.py
+            self.examples += 1
+            if self.on_example is not None:
+                self.on_example()
             self.gathering.add(schedules)
             return
         missing = [s for s in dict.fromkeys(schedules) if s not in self.known]
@@ -325,6 +341,12 @@ class _State:
         self.seconds = 0.0  # wall time of the properties that ran schedules through the adapter
         self.through_adapter = 0  # schedules they ran
         self.startup = 0.0  # the adapter's prepare()
+        self.corpus: Path | None = None  # where counterexamples are saved (conformance/corpus.py)
+        self.tally = Tally()  # generator coverage of the whole run (conformance/coverage.py)
+        self.deselected_areas: set[str] = set()  # areas some of whose properties were deselected
+        self.progress: Progress | None = None  # the progress line (thorough, --conformance-progress)
+        self.items_done = 0
+        self.profile = "default"  # the hypothesis profile
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect counts, UNSUPPORTED properties and each property's result from reports (works
@@ -332,6 +354,10 @@ class _State:
         props: dict[str, Any] = dict(report.user_properties)
         if "conformance_rules" not in props:
             return
+        if report.when == "teardown":
+            self.items_done += 1
+        if "conformance_coverage" in props and report.when == "call":
+            self.tally.merge(props["conformance_coverage"])
         rules = list(props["conformance_rules"])
         if props.get("conformance_adapter_schedules") and report.when == "call":
             self.seconds += report.duration
@@ -374,6 +400,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--expected-failures", default=None, metavar="PATH",
                     help="a JSON object rule ID -> reason: rules expected to fail "
                          "(default: the adapter's own `expected_failures`)")
+    group.addoption("--corpus", default=None, metavar="DIR",
+                    help="the corpus of counterexamples: replayed first, and where new ones are saved "
+                         "with their timelines (default: $CONFORMANCE_CORPUS or the package's "
+                         "conformance/corpus; 'none': neither)")
+    group.addoption("--conformance-progress", action="store_true", default=False,
+                    help="print a progress line every 10 s: properties done, schedules validated per "
+                         "area, ETA (on by itself with the thorough profile)")
     group.addoption("--conformance-shrink", choices=("yes", "no"), default=None,
                     help="shrink failing examples (default: yes, unless the adapter sets `shrink = False`)")
     group.addoption("--conformance-deadline", type=float, default=None, metavar="SECONDS",
@@ -394,6 +427,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rule(*ids): the spec rule IDs a conformance property checks")
     config.addinivalue_line("markers", "needs(*capabilities): adapter capabilities a property needs")
     config.addinivalue_line("markers", "area(name): the area a conformance property belongs to")
+    config.addinivalue_line("markers", "corpus: replays saved counterexamples; runs before the properties")
+    config.addinivalue_line("markers", "coverage_floor: checks generator coverage; runs after the properties")
     spec = config.getoption("adapter") or os.environ.get("CONFORMANCE_ADAPTER") or "reference"
     deadline = config.getoption("conformance_deadline") or float(os.environ.get("CONFORMANCE_DEADLINE", 900))
     config.stash[_KEY] = _State(spec, deadline)
@@ -404,6 +439,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state.areas = selected_areas(config)
     state.strict = strict_mode(config)
     state.report_path = config.getoption("conformance_report")
+    state.corpus = corpus.directory(config.getoption("corpus"))
     try:
         source = config.getoption("expected_failures") or adapter_attribute(spec, "expected_failures")
         state.expected_failures = V.load_expected_failures(source, load_rules())
@@ -426,6 +462,9 @@ def pytest_configure(config: pytest.Config) -> None:
             settings.register_profile(f"{profile}/{spec}", parent=base, **hints)
             profile = f"{profile}/{spec}"
         settings.load_profile(profile)
+        state.profile = profile
+    else:
+        state.profile = str(config.getoption("hypothesis_profile"))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -470,13 +509,30 @@ def selected_areas(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--areas: deselect the conformance tests of the other areas."""
+    """--areas: deselect the conformance tests of the other areas; the corpus replays first."""
     chosen = set(selected_areas(config))
     keep = [i for i in items if set(item_areas(i)) <= chosen]
     dropped = [i for i in items if i not in keep]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+    # The corpus replays first, the coverage floors come last; otherwise in order (a stable sort).
+    keep.sort(key=lambda i: (i.get_closest_marker("corpus") is None) + (i.get_closest_marker("coverage_floor")
+                                                                         is not None))
+    items[:] = keep
+
+
+def coverage_state(config: pytest.Config) -> tuple[Tally, set[str]]:
+    """The run's generator coverage so far, and the areas some of whose properties were deselected."""
+    state = config.stash[_KEY]
+    return state.tally, state.deselected_areas
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    """Remember the areas whose properties were not all selected: their coverage floors do not apply."""
+    for item in items:
+        state = item.config.stash.get(_KEY, None)
+        if state is not None and getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            state.deselected_areas.update(item_areas(item))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -505,6 +561,38 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             sys.stderr.flush()
             pytest.exit(f"adapter {state.spec!r} could not start", returncode=4)
         state.startup = time.monotonic() - started
+    if session.config.getoption("conformance_progress") or state.profile.startswith("thorough"):
+        start_progress(session, state)
+
+
+def start_progress(session: pytest.Session, state: _State) -> None:
+    """The progress line: properties done (and the current one's share of its examples), schedules
+    validated per area, ETA.  Written past pytest's output capture; not from xdist workers."""
+    if hasattr(session.config, "workerinput") or state.conformance is None:
+        return
+    conformance = state.conformance
+    total = sum("conformance" in getattr(i, "fixturenames", ()) for i in session.items)
+    reporter = session.config.pluginmanager.getplugin("terminalreporter")
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+
+    def write(line: str) -> None:
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
+            reporter.write_line(line)
+
+    state.progress = Progress(total, f"conformance ({state.spec})", write=write)
+
+    def on_example() -> None:
+        budget = settings.default.max_examples if settings.default is not None else 100
+        share = min(conformance.examples / max(budget, 1), 0.99)
+        validated = ", ".join(f"{a} {n}" for a, n in sorted(conformance.validated.items()))
+        assert state.progress is not None
+        state.progress.update(state.items_done + share, f"{state.items_done} of {total} tests; "
+                              f"schedules validated: {validated or 'none yet'}")
+
+    conformance.on_example = on_example
+    state.progress.update(0, f"{total} tests", force=True)
 
 
 @pytest.fixture(scope="session")
@@ -562,6 +650,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         item.user_properties.append(("conformance_schedules", conformance.counts[item.nodeid]))
         item.user_properties.append(("conformance_adapter_schedules",
                                      conformance.through_adapter[item.nodeid]))
+        item.user_properties.append(("conformance_coverage", conformance.tally.to_json()))
+        conformance.tally, conformance.examples = Tally(), 0
         if item.nodeid in conformance.found_after:
             item.user_properties.append(("conformance_found_after", conformance.found_after[item.nodeid]))
 
@@ -571,11 +661,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Show a conformance failure as its report (plus hypothesis' notes), without a traceback."""
     report = yield
     exc = call.excinfo.value if call.excinfo is not None else None
+    state = item.config.stash[_KEY]
     if isinstance(exc, ConformanceFailure) and report.failed:
         # The report shows the shrunk schedule; of hypothesis' notes keep only how to replay it.
         notes = [n for n in getattr(exc, "__notes__", []) if "reproduce_failure" in n or "@seed" in n]
-        report.longrepr = "\n".join([str(exc), *notes])
-    state = item.config.stash[_KEY]
+        report.longrepr = "\n".join([str(exc), *save_counterexample(state, item, exc), *notes])
     if report.failed and call.when == "call" and state.conformance is not None \
             and "conformance" in getattr(item, "fixturenames", ()):
         # Which rules failed, and whether the level or the adapter's expected failures excuse it.
@@ -590,6 +680,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.outcome = "skipped"
             report.wasxfail = why
     return report
+
+
+def save_counterexample(state: _State, item: pytest.Item, failure: ConformanceFailure) -> list[str]:
+    """Save a divergence's counterexample in the corpus and draw its timeline next to it; the lines
+    that say where (for the report)."""
+    if failure.schedule is None or failure.expected is None or state.corpus is None:
+        return []
+    case = corpus.Case(failure.schedule, failure.expected, failure.observed, state.spec,
+                       item.nodeid.split("::")[-1].split("[")[0], tuple(failure.rules), failure.step)
+    try:
+        path, new = corpus.save(state.corpus, case)
+    except OSError as e:
+        return [f"counterexample not saved: {e}"]
+    lines = [f"counterexample {'saved to' if new else 'already in the corpus:'} {path}"]
+    try:
+        from conformance.draw import draw_counterexample
+
+        name = state.conformance.name if state.conformance else state.spec
+        pictures = draw_counterexample(case.schedule, case.expected, case.observed, case.step,
+                                       adapter_name=name, stem=path.with_suffix(""), rules=case.rules)
+        lines.append("timeline: " + ", ".join(str(p) for p in pictures))
+    except Exception as e:  # noqa: BLE001 - a picture that cannot be drawn must not hide the failure
+        lines.append(f"timeline not drawn: {type(e).__name__}: {e}")
+    return lines
 
 
 def _per_property(state: _State) -> dict[str, tuple[int, int, list[str]]]:
@@ -624,6 +738,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")
         for result in state.unsupported():
             tr.write_line(f"{UNSUPPORTED} {result.nodeid}: {result.reason}")
+    coverage = state.tally.lines(state.areas)
+    if coverage and state.tally.drawn:
+        tr.section(f"conformance: generator coverage (adapter {state.spec}; distinct schedules per "
+                   "property reaching each rare state, and its floor)")
+        for line in coverage:
+            tr.write_line(line)
     if state.results:
         tr.section(f"conformance: verdicts per rule (adapter {state.spec}; areas {', '.join(state.areas)}"
                    f"{'; strict' if state.strict else ''})")
@@ -644,6 +764,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if state.report_path:
             with open(state.report_path, "w", encoding="utf-8") as fh:
                 report = V.report_json(state.spec, state.areas, verdicts, state.results.values())
+                report["coverage"] = state.tally.to_json()
                 json.dump(report, fh, indent=2)
         if V.run_fails(verdicts, state.strict) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --strict: a stale expected failure

@@ -28,6 +28,8 @@ def suite_runner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, sui
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     monkeypatch.delenv("CONFORMANCE_ADAPTER", raising=False)
     monkeypatch.delenv("CONFORMANCE_PROFILE", raising=False)
+    # Counterexamples of these runs go to a corpus of their own, not the repository's.
+    monkeypatch.setenv("CONFORMANCE_CORPUS", str(pytester.path / "corpus"))
 
     def run(*args: str) -> pytest.RunResult:
         return pytester.runpytest_subprocess(suite, "-p", "no:cacheprovider", *args, timeout=300)

@@ -167,8 +167,10 @@ def run(spark: Any, jobs: list[dict[str, Any]], failures: dict[str, Any], workdi
             if cause is None or restarts > planned_restarts:
                 raise RuntimeError(f"the query failed unexpectedly: {str(e).splitlines()[0]}") from None
             dropped = return_uncommitted(checkpoint)
+            elapsed = time.monotonic() - started  # progress: the query runs planned_restarts + 1 times
+            eta = elapsed / restarts * (planned_restarts + 1 - restarts)
             log(f"  query failed (injected: {cause.strip()}); uncommitted batches {dropped} returned; "
-                f"restart {restarts}")
+                f"restart {restarts} of {planned_restarts}, {elapsed:.0f} s so far, ETA {eta:.0f} s")
     offsets = offsets_written(checkpoint) + offsets
     markers = Counter(p.name.split("-")[0] for p in (Path(workdir) / "injected").glob("*"))
     expected = {(j, s, o) for j, job in enumerate(jobs) for s, n in enumerate(job["splits"])

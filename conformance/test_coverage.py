@@ -1,0 +1,43 @@
+"""Generator coverage floors (conformance/coverage.py), checked after the properties of each area.
+
+An area's conformance module names the rare states where engines lose data and the least share of
+its drawn schedules that must reach each one (`COVERAGE`).  After the area's properties ran (the
+plugin puts these tests last), this test fails when a state fell below its floor: the generators
+must then be made to reach it.  The floors hold for a full run of the area's properties with every
+capability; a run that left some out (-k, an adapter without a capability, xdist workers that each
+see a part) says so with a skip and its reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance import coverage
+from conformance.plugin import Conformance, coverage_state
+from spec.adapter import SCRIPTED, unsupported
+from spec.area import areas
+
+pytestmark = pytest.mark.coverage_floor
+
+AREAS = [a for a in areas() if coverage.floors(a)]
+
+
+@pytest.mark.parametrize("area", [pytest.param(a, marks=pytest.mark.area(a)) for a in AREAS])
+def test_generator_coverage(conformance: Conformance, request: pytest.FixtureRequest, area: str) -> None:
+    """The area's properties reached each rare state in at least its floor's share of their schedules."""
+    conformance.count(0)
+    tally, deselected = coverage_state(request.config)
+    if hasattr(request.config, "workerinput"):
+        pytest.skip("coverage floors: the counts are spread over xdist workers; run without -n to check them")
+    if area in deselected:
+        pytest.skip(f"coverage floors: some {area} properties were deselected; the floors apply to them all")
+    caps = conformance.capabilities()
+    lacking = [c for c in areas()[area].all_capabilities() if unsupported(caps, c) is not None]
+    if lacking or conformance.completion_order != SCRIPTED:
+        why = ", ".join(lacking) or f"completion order {conformance.completion_order}"
+        pytest.skip(f"coverage floors: the adapter lacks {why}, so the schedules are drawn without it")
+    if not tally.drawn[area]:
+        pytest.skip(f"coverage floors: no {area} property drew schedules in this run")
+    short = tally.shortfalls(area)
+    assert not short, (f"{area}: the generators reach these states less often than their floors "
+                       f"(conformance/areas/{area}.py, COVERAGE):\n  " + "\n  ".join(short))
