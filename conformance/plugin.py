@@ -345,7 +345,8 @@ class _State:
         self.tally = Tally()  # generator coverage of the whole run (conformance/coverage.py)
         self.deselected_areas: set[str] = set()  # areas some of whose properties were deselected
         self.progress: Progress | None = None  # the progress line (thorough, --conformance-progress)
-        self.items_done = 0
+        self.items_done = 0  # of `properties`
+        self.properties: set[str] = set()  # the hypothesis properties of the run (for the progress line)
         self.profile = "default"  # the hypothesis profile
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -354,7 +355,7 @@ class _State:
         props: dict[str, Any] = dict(report.user_properties)
         if "conformance_rules" not in props:
             return
-        if report.when == "teardown":
+        if report.when == "teardown" and report.nodeid in self.properties:
             self.items_done += 1
         if "conformance_coverage" in props and report.when == "call":
             self.tally.merge(props["conformance_coverage"])
@@ -521,6 +522,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = keep
 
 
+def is_property(item: pytest.Item) -> bool:
+    """A hypothesis property (not a spec example, a corpus case or a coverage check)."""
+    return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
+
+
 def coverage_state(config: pytest.Config) -> tuple[Tally, set[str]]:
     """The run's generator coverage so far, and the areas some of whose properties were deselected."""
     state = config.stash[_KEY]
@@ -531,7 +537,7 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     """Remember the areas whose properties were not all selected: their coverage floors do not apply."""
     for item in items:
         state = item.config.stash.get(_KEY, None)
-        if state is not None and getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+        if state is not None and is_property(item):
             state.deselected_areas.update(item_areas(item))
 
 
@@ -571,7 +577,9 @@ def start_progress(session: pytest.Session, state: _State) -> None:
     if hasattr(session.config, "workerinput") or state.conformance is None:
         return
     conformance = state.conformance
-    total = sum("conformance" in getattr(i, "fixturenames", ()) for i in session.items)
+    properties = {i.nodeid for i in session.items if is_property(i)}
+    state.properties = properties
+    total = len(properties)
     reporter = session.config.pluginmanager.getplugin("terminalreporter")
     capture = session.config.pluginmanager.getplugin("capturemanager")
 
@@ -588,11 +596,11 @@ def start_progress(session: pytest.Session, state: _State) -> None:
         share = min(conformance.examples / max(budget, 1), 0.99)
         validated = ", ".join(f"{a} {n}" for a, n in sorted(conformance.validated.items()))
         assert state.progress is not None
-        state.progress.update(state.items_done + share, f"{state.items_done} of {total} tests; "
+        state.progress.update(state.items_done + share, f"{state.items_done} of {total} properties done; "
                               f"schedules validated: {validated or 'none yet'}")
 
     conformance.on_example = on_example
-    state.progress.update(0, f"{total} tests", force=True)
+    state.progress.update(0, f"{total} properties", force=True)
 
 
 @pytest.fixture(scope="session")
