@@ -4,7 +4,8 @@ An area has one module in each part, all named after the area (its `name`):
 
 * `spec/<rules file>.md`        its rules;
 * `spec/areas/<area>.py`         its descriptor `AREA` (this module's `Area`): configuration type,
-                                  step types, event kinds, capabilities, static checks, notation;
+                                  step types, event kinds, capabilities, static checks, notation,
+                                  timeline (how its counterexamples are drawn);
 * `reference/<area>.py`          its reference model;
 * `conformance/areas/<area>.py`  its strategies and the checker's hooks;
 * `conformance/test_<area>.py`   its properties;
@@ -18,12 +19,26 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum, auto
 from functools import cached_property
 from typing import Any
 
-from spec.schedule import REJECTED, Event, EventKind, Schedule, ScheduleError, Step
+from spec.schedule import (
+    CHECKPOINT,
+    CRASH,
+    EFFECT,
+    INPUT,
+    OUTPUT,
+    REJECTED,
+    RESTORE,
+    Event,
+    EventKind,
+    Schedule,
+    ScheduleError,
+    Step,
+)
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,89 @@ class KeyOrder:
     field: str
 
 
+class Mark(StrEnum):
+    """What a step or an event is, as a counterexample timeline draws it (conformance/draw.py): the
+    value is the mark's name (`Mark.CALL == "call"`), in the pictures' SVG ids."""
+
+    RECORD = auto()  # an input element arrives (or is read)
+    CALL = auto()  # outside work starts: a call, a request
+    COMPLETION = auto()  # outside work ends: a result, an error, a timer
+    WATERMARK = auto()  # event time moves: drawn as a vertical line across its lane
+    CHECKPOINT = auto()  # a barrier, a snapshot, a commit point
+    FAILURE = auto()  # a crash, a failover, a refusal
+    RESTORE = auto()  # a restart, a restore, a rescale
+    OUTPUT = auto()  # an output element
+    OTHER = auto()  # anything else (a time advance, end of input, a status)
+
+
+# The mark of a step without one of its own, by its role (spec/schedule.py), and of an event by its group.
+ROLE_MARKS: Mapping[str | None, Mark] = {INPUT: Mark.RECORD, CHECKPOINT: Mark.CHECKPOINT,
+                                          CRASH: Mark.FAILURE, RESTORE: Mark.RESTORE}
+GROUP_MARKS: Mapping[str, Mark] = {OUTPUT: Mark.OUTPUT, EFFECT: Mark.CALL}
+
+
+def _one_lane(name: str) -> Callable[[Schedule], list[str]]:
+    return lambda schedule: [name] * len(schedule.steps)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """How a counterexample timeline (conformance/draw.py) draws an area's schedules and traces.
+
+    The picture has one horizontal *lane* per thing the area's runs happen on (a reader, a split, a
+    key group, a record in flight, a shared lane such as "operator" or "output"), steps left to right.
+
+    step_lanes:  the schedule -> the lane of each of its steps, one label per step ("reader 1");
+    event_lane:  (the schedule, a trace event) -> the event's lane ("key group 7");
+    step_marks:  step op -> its Mark; an op not named takes the mark of its role (ROLE_MARKS), else OTHER;
+    event_marks: event kind -> its Mark; a kind not named takes the mark of its group (GROUP_MARKS),
+                 else OTHER; the shared `rejected` event is a FAILURE;
+    times:       the schedule -> the processing time (ms) after each of its steps, for the time axis's
+                 labels (`clock` builds one); None when the area has no processing time.
+
+    Lanes are labels: a word and a number ("split 3") are ordered by the number among the lanes of
+    the same word; the words keep the order in which they first appear.
+    """
+
+    step_lanes: Callable[[Schedule], Sequence[str]] = _one_lane("steps")
+    event_lane: Callable[[Schedule, Event], str] = lambda schedule, event: event.kind.group
+    step_marks: Mapping[str, Mark] = field(default_factory=dict)
+    event_marks: Mapping[str, Mark] = field(default_factory=dict)
+    times: Callable[[Schedule], Sequence[int]] | None = None
+
+    def step_mark(self, step: Step) -> Mark:
+        return self.step_marks.get(step.op) or ROLE_MARKS.get(step.role, Mark.OTHER)
+
+    def event_mark(self, event: Event) -> Mark:
+        if event.kind is REJECTED:
+            return Mark.FAILURE
+        return self.event_marks.get(event.event) or GROUP_MARKS.get(event.kind.group, Mark.OTHER)
+
+
+# The timeline of an area that declares none: its steps on one lane, its events on one lane per group.
+DEFAULT_TIMELINE = Timeline()
+
+
+def clock(advances: Mapping[str, str]) -> Callable[[Schedule], list[int]]:
+    """A Timeline's `times` for an area whose steps move processing time forward: `advances` maps
+    each such step op to its field holding the milliseconds it moves (time starts at 0)."""
+
+    def times(schedule: Schedule) -> list[int]:
+        now, out = 0, []
+        for s in schedule.steps:
+            if s.op in advances:
+                now += int(getattr(s, advances[s.op]))
+            out.append(now)
+        return out
+
+    return times
+
+
+def numbered(word: str, value: Any) -> str:
+    """A lane label: `numbered("reader", 2)` -> "reader 2" (None -> "reader null")."""
+    return f"{word} {'null' if value is None else value}"
+
+
 @dataclass(frozen=True)
 class Area:
     name: str  # the schedule's "area", and the name of the area's module in every part
@@ -94,6 +192,8 @@ class Area:
     rejecting_rules: tuple[str, ...] = ()
     # Outputs of one step whose order across keys a rule leaves free (KeyOrder), or None.
     free_key_order: KeyOrder | None = None
+    # How counterexample timelines draw its schedules and traces (Timeline), or None: DEFAULT_TIMELINE.
+    timeline: Timeline | None = None
 
     def __post_init__(self) -> None:
         bad = [c for c in self.capabilities if not c.startswith(f"{self.name}.")]
