@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, Notation, int_list, template_renderer
+from spec.area import Area, Mark, Notation, Timeline, clock, int_list, numbered, template_renderer
 from spec.schedule import (
     CHECKPOINT,
     CRASH,
@@ -400,6 +400,46 @@ render_event = template_renderer(_EVENT_FORMATS, _field_text)
 
 
 # --------------------------------------------------------------------------
+# The counterexample timeline (conformance/draw.py): one lane per record in flight
+# --------------------------------------------------------------------------
+
+
+def _step_lanes(schedule: Schedule) -> list[str]:
+    """A record, and the completion or error of its call, on the record's lane; watermarks and
+    statuses on the input's; time advances on the clock's; the rest on the operator's."""
+    out, n = [], 0
+    for s in schedule.steps:
+        if isinstance(s, RecordStep):
+            out.append(numbered("record", n))
+            n += 1
+        elif isinstance(s, (CompleteStep, ErrorStep)):
+            out.append(numbered("record", s.record))
+        elif isinstance(s, (WatermarkStep, StatusStep)):
+            out.append("input")
+        else:
+            out.append("clock" if isinstance(s, AdvanceStep) else "operator")
+    return out
+
+
+def _event_lane(schedule: Schedule, e: Event) -> str:
+    if e.event in ("invoke", "timeout", "emit"):
+        return numbered("record", e.record)
+    return "output" if e.event in ("watermark", "status") else "operator"
+
+
+TIMELINE = Timeline(
+    step_lanes=_step_lanes,
+    event_lane=_event_lane,
+    step_marks={"watermark": Mark.WATERMARK, "complete": Mark.COMPLETION, "error": Mark.COMPLETION,
+                "status": Mark.OTHER},
+    event_marks={"invoke": Mark.CALL, "timeout": Mark.COMPLETION, "emit": Mark.OUTPUT,
+                 "watermark": Mark.WATERMARK, "status": Mark.OTHER, "checkpoint": Mark.CHECKPOINT,
+                 "fail": Mark.FAILURE},
+    times=clock({"advance": "ms"}),
+)
+
+
+# --------------------------------------------------------------------------
 # The descriptor
 # --------------------------------------------------------------------------
 
@@ -417,5 +457,6 @@ AREA = Area(
     validate_steps=validate_steps,
     required_capabilities=required_capabilities,
     rejecting_rules=("AIO-1", "AIO-3"),
+    timeline=TIMELINE,
 )
 event = AREA.event

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, Notation, int_list, template_renderer
+from spec.area import Area, Mark, Notation, Timeline, int_list, numbered, template_renderer
 from spec.schedule import MARKER, OUTPUT, Event, EventKind, Schedule, ScheduleError, Step
 
 LOWER_BOUND_MAX_PARALLELISM = 1 << 7  # 128
@@ -320,6 +320,45 @@ def render_event(e: Event) -> str:
 
 
 # --------------------------------------------------------------------------
+# The counterexample timeline (conformance/draw.py): keys in, key groups and subtasks out
+# --------------------------------------------------------------------------
+
+
+def _key_text(key: int | str | None) -> str:
+    return json.dumps(key)  # 7, "a", null
+
+
+def _step_lanes(schedule: Schedule) -> list[str]:
+    """An update on its key's lane, operator state added on its state's, the rest on the job's."""
+    out = []
+    for s in schedule.steps:
+        if isinstance(s, UpdateStep):
+            out.append(numbered("key", _key_text(s.key)))
+        elif isinstance(s, AddStateStep):
+            out.append(f"state {s.name}")
+        else:
+            out.append("job")
+    return out
+
+
+def _event_lane(schedule: Schedule, e: Event) -> str:
+    """A routed update and restored keyed state on their key group's lane; a subtask's range and
+    operator state on the subtask's; the rest on the job's."""
+    if e.event in ("routed", "keyed"):
+        return numbered("key group", e.key_group)
+    return numbered("subtask", e.subtask) if e.event in ("range", "operator") else "job"
+
+
+TIMELINE = Timeline(
+    step_lanes=_step_lanes,
+    event_lane=_event_lane,
+    step_marks={"update": Mark.RECORD, "checkpoint": Mark.CHECKPOINT, "restore": Mark.RESTORE},
+    event_marks={"routed": Mark.OUTPUT, "null_key": Mark.FAILURE, "restored": Mark.RESTORE,
+                 "restore_refused": Mark.FAILURE},
+)
+
+
+# --------------------------------------------------------------------------
 # The descriptor
 # --------------------------------------------------------------------------
 
@@ -337,5 +376,6 @@ AREA = Area(
     validate_steps=validate_steps,
     required_capabilities=required_capabilities,
     rejecting_rules=("KG-8",),
+    timeline=TIMELINE,
 )
 event = AREA.event

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, KeyOrder, Notation, template_renderer
+from spec.area import Area, KeyOrder, Mark, Notation, Timeline, clock, numbered, template_renderer
 from spec.schedule import (
     CHECKPOINT,
     CRASH,
@@ -25,6 +25,7 @@ from spec.schedule import (
     MARKER,
     OUTPUT,
     RESTORE,
+    Event,
     EventKind,
     Schedule,
     ScheduleError,
@@ -351,6 +352,38 @@ _render = template_renderer({
 
 
 # --------------------------------------------------------------------------
+# The counterexample timeline (conformance/draw.py): one lane per key, in and out
+# --------------------------------------------------------------------------
+
+
+def _step_lanes(schedule: Schedule) -> list[str]:
+    """A row on its key's lane, watermarks and statuses on the input's, time advances on the
+    clock's, the rest on the job's."""
+    out = []
+    for s in schedule.steps:
+        if isinstance(s, RowStep):
+            out.append(numbered("key", s.key))
+        elif isinstance(s, (WatermarkStep, StatusStep)):
+            out.append("input")
+        else:
+            out.append("clock" if isinstance(s, AdvanceStep) else "job")
+    return out
+
+
+def _event_lane(schedule: Schedule, e: Event) -> str:
+    return numbered("key", e.key) if e.event == "out" else "output"
+
+
+TIMELINE = Timeline(
+    step_lanes=_step_lanes,
+    event_lane=_event_lane,
+    step_marks={"watermark": Mark.WATERMARK, "status": Mark.OTHER},
+    event_marks={"out": Mark.OUTPUT, "watermark": Mark.WATERMARK},
+    times=clock({"advance": "ms"}),
+)
+
+
+# --------------------------------------------------------------------------
 # The descriptor
 # --------------------------------------------------------------------------
 
@@ -369,5 +402,6 @@ AREA = Area(
     required_capabilities=required_capabilities,
     rejecting_rules=("MB-2",),
     free_key_order=KeyOrder("MB-9", ("out",), "key"),
+    timeline=TIMELINE,
 )
 event = AREA.event

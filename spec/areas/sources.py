@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, Notation, int_list, template_renderer
+from spec.area import Area, Mark, Notation, Timeline, int_list, numbered, template_renderer
 from spec.schedule import CHECKPOINT, END, MARKER, OUTPUT, Event, EventKind, Schedule, ScheduleError, Step
 
 NON_NEGATIVE = {"min": 0}
@@ -464,6 +464,53 @@ render_event = template_renderer(_EVENT_FORMATS, _text)
 
 
 # --------------------------------------------------------------------------
+# The counterexample timeline (conformance/draw.py): the enumerator, each reader, the sink
+# --------------------------------------------------------------------------
+
+
+def _step_lanes(schedule: Schedule) -> list[str]:
+    """A reader's steps on its lane, a failed task on its own (a reader's while it is one), the
+    enumerator's on the enumerator's, checkpoints, rescales and the end on the coordinator's."""
+    readers = schedule.config.readers
+    out = []
+    for s in schedule.steps:
+        if isinstance(s, READER_STEPS):
+            out.append(numbered("reader", s.reader))
+        elif isinstance(s, FailStep):
+            out.append(numbered("reader" if s.task < readers else "task", s.task))
+        elif isinstance(s, (DiscoverStep, FailEnumeratorStep)):
+            out.append("enumerator")
+        else:
+            readers = s.readers if isinstance(s, RescaleStep) else readers
+            out.append("coordinator")
+    return out
+
+
+_READER_EVENTS = ("registered", "assigned", "no_more_splits", "record", "split_finished", "end_of_input",
+                  "reader_checkpoint")
+
+
+def _event_lane(schedule: Schedule, e: Event) -> str:
+    if e.event in _READER_EVENTS:
+        return numbered("reader", e.reader)
+    if e.event in ("enumerator_checkpoint", "checkpoint_failed", "splits_back"):
+        return "enumerator"
+    return "sink" if e.event == "committed" else "coordinator"
+
+
+TIMELINE = Timeline(
+    step_lanes=_step_lanes,
+    event_lane=_event_lane,
+    step_marks={"request": Mark.CALL, "poll": Mark.RECORD, "barrier": Mark.CHECKPOINT,
+                "complete": Mark.CHECKPOINT, "fail": Mark.FAILURE, "fail_enumerator": Mark.FAILURE,
+                "rescale": Mark.RESTORE},
+    event_marks={"record": Mark.OUTPUT, "committed": Mark.OUTPUT, "enumerator_checkpoint": Mark.CHECKPOINT,
+                 "reader_checkpoint": Mark.CHECKPOINT, "checkpoint_failed": Mark.FAILURE,
+                 "reset": Mark.RESTORE, "global_failover": Mark.RESTORE},
+)
+
+
+# --------------------------------------------------------------------------
 # The descriptor
 # --------------------------------------------------------------------------
 
@@ -480,5 +527,6 @@ AREA = Area(
     validate_config=validate_config,
     validate_steps=validate_steps,
     required_capabilities=required_capabilities,
+    timeline=TIMELINE,
 )
 event = AREA.event

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, Notation, template_renderer
+from spec.area import Area, Mark, Notation, Timeline, clock, numbered, template_renderer
 from spec.schedule import END, MARKER, OUTPUT, Event, EventKind, Schedule, ScheduleError, Step
 
 NON_NEGATIVE = {"min": 0}
@@ -306,6 +306,43 @@ _EVENT_FORMATS = {
 render_event = template_renderer(_EVENT_FORMATS, _text)
 
 # --------------------------------------------------------------------------
+# The counterexample timeline (conformance/draw.py): each split, each reader (the valve's input
+# channel), the valve's output
+# --------------------------------------------------------------------------
+
+
+def _step_lanes(schedule: Schedule) -> list[str]:
+    """A split's steps on its lane, ticks on the clock's, alignment rounds on the coordinator's,
+    failover and end on the job's."""
+    out = []
+    for s in schedule.steps:
+        if isinstance(s, (AddSplitStep, RecordStep, FinishSplitStep)):
+            out.append(numbered("split", s.split))
+        else:
+            out.append({TickStep: "clock", AlignStep: "coordinator"}.get(type(s), "job"))
+    return out
+
+
+def _event_lane(schedule: Schedule, e: Event) -> str:
+    if e.event in ("record", "split_finished", "paused", "resumed"):
+        return numbered("split", e.split)
+    if e.event in ("watermark", "status", "blocked", "unblocked"):
+        return numbered("reader", e.reader)
+    return {"output_watermark": "valve", "output_status": "valve", "max_allowed": "coordinator"}.get(
+        e.event, "job")
+
+
+TIMELINE = Timeline(
+    step_lanes=_step_lanes,
+    event_lane=_event_lane,
+    step_marks={"record": Mark.RECORD, "failover": Mark.FAILURE},
+    event_marks={"record": Mark.OUTPUT, "watermark": Mark.WATERMARK, "output_watermark": Mark.WATERMARK,
+                 "restarted": Mark.RESTORE},
+    times=clock({"tick": "ms"}),
+)
+
+
+# --------------------------------------------------------------------------
 # The descriptor
 # --------------------------------------------------------------------------
 
@@ -322,5 +359,6 @@ AREA = Area(
     validate_config=validate_config,
     validate_steps=validate_steps,
     required_capabilities=required_capabilities,
+    timeline=TIMELINE,
 )
 event = AREA.event
