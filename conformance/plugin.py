@@ -94,11 +94,12 @@ class ConformanceFailure(AssertionError):
 
     def __init__(self, message: str, rules: Sequence[str] = (), reproducer: str | None = None, *,
                  schedule: Schedule | None = None, expected: Trace | None = None,
-                 observed: Trace | None = None, step: int | None = None):
+                 observed: Trace | None = None, step: int | None = None, what: str | None = None):
         super().__init__(message)
         self.rules = list(rules)
         self.reproducer = reproducer
         self.schedule, self.expected, self.observed, self.step = schedule, expected, observed, step
+        self.what = what  # one line: what differs
 
 
 @dataclass
@@ -288,7 +289,7 @@ class Conformance:
                 schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
                 expected=want, observed=observed, property_rules=self.property_rules()),
                 blame(mismatch.rules, self.property_rules()), reproducer(schedule, self.spec),
-                schedule=schedule, expected=want, observed=observed, step=mismatch.step)
+                schedule=schedule, expected=want, observed=observed, step=mismatch.step, what=mismatch.what)
 
     def check(self, schedules: Sequence[Schedule]) -> None:
         """Check a batch: every trace of the adapter compared with the reference.
@@ -707,7 +708,8 @@ def save_counterexample(state: _State, item: pytest.Item, failure: ConformanceFa
 
         name = state.conformance.name if state.conformance else state.spec
         pictures = draw_counterexample(case.schedule, case.expected, case.observed, case.step,
-                                       adapter_name=name, stem=path.with_suffix(""), rules=case.rules)
+                                       adapter_name=name, stem=path.with_suffix(""), rules=case.rules,
+                                       what=failure.what)
         lines.append("timeline: " + ", ".join(str(p) for p in pictures))
     except Exception as e:  # noqa: BLE001 - a picture that cannot be drawn must not hide the failure
         lines.append(f"timeline not drawn: {type(e).__name__}: {e}")

@@ -95,7 +95,8 @@ def test_a_saved_case_the_reference_no_longer_gives_fails(pytester: pytest.Pytes
     assert "the reference's trace changed since it was saved" in result.stdout.str()
 
 
-def test_the_coverage_test_fails_below_a_floor(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_coverage_test_fails_below_a_floor(pytester: pytest.Pytester,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """With every floor raised to 100% (tests/raise_floors.py) the coverage test of the area fails and
     names the states; the run prints the coverage section."""
     run = suite_runner(pytester, monkeypatch, str(REPO / "conformance"))
