@@ -5,7 +5,10 @@ is valid by construction: only admitted records complete (SCH-4), restores name 
 (SCH-5) and come only after a failure (SCH-7), nothing is input after end of input (SCH-6).
 `Features` says which parts of the vocabulary a property exercises; `Features.restrict` drops what
 an adapter cannot run.  Values are small, and every choice shrinks towards a short, plain schedule
-(fewer steps, records first, empty results, small numbers).
+(fewer steps, records first, empty results, small numbers).  Where a state in which engines lose
+or repeat data is one step away, intents are redirected to reach it (`_Drawing.redirect`, the
+`snapshot` intent); `COVERAGE` and `coverage` name those states and their floors
+(conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): `rules_for`, and for FREE adapters
 `free_checkable`, `order_graph`, `output_keys` and `FREE_MULTISETS`.  FREE checking is defined
@@ -27,7 +30,7 @@ import networkx as nx
 from hypothesis import strategies as st
 
 from conformance.strategies import Malformed, batches
-from reference.async_io import AsyncIoModel
+from reference.async_io import BACKOFF, DONE, IN_FLIGHT, STALLED, AsyncIoModel
 from spec.adapter import FREE, unsupported
 from spec.area import areas
 from spec.areas.async_io import (
@@ -192,6 +195,78 @@ def order_graph(schedule: Schedule, outputs: Sequence[Event]) -> nx.DiGraph:
     return g
 
 
+# --------------------------------------------------------------------------
+# Generator coverage (conformance/coverage.py)
+# --------------------------------------------------------------------------
+
+COMPLETED_BEHIND_HEAD = "ordered checkpoint with completed records behind an incomplete head"
+SMALLER_RESTORE = "restore to a capacity below the snapshot's stored count"
+AT_DEADLINE = "an outcome exactly at the record's timeout deadline"
+END_DURING_BACKOFF = "end of input taken while a record waits for a retry"
+RESTORED_COMPLETED = "restore of a snapshot holding records completed before it"
+
+# State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
+# with `pytest conformance/test_async_io.py conformance/test_coverage.py --adapter reference
+# --areas async_io` (7293 schedules; the share in parentheses), each floor about half of it.
+COVERAGE = {
+    COMPLETED_BEHIND_HEAD: 0.007,  # (1.5%) test_checkpoint_and_restore, through `snapshot` intents
+    SMALLER_RESTORE: 0.005,  # (1.2%) the same
+    AT_DEADLINE: 0.005,  # (1.2%) test_timeouts, test_retries: `ignore`, advances to the next timer
+    END_DURING_BACKOFF: 0.004,  # (0.8%) test_retries, test_checkpoint_and_restore
+    RESTORED_COMPLETED: 0.007,  # (1.5%) test_checkpoint_and_restore
+}
+
+
+def record_states(model: AsyncIoModel) -> dict[int, str]:
+    """The state of each record admitted in the model's current incarnation (IN_FLIGHT, BACKOFF,
+    STALLED, DONE): read from the model, which has no public view of it."""
+    return {r: record.state for r, record in model._admitted.items()} if model.alive else {}
+
+
+def coverage(schedule: Schedule) -> list[str]:
+    """The rare states of async I/O a schedule reaches, from one run of the reference model (its
+    state read between steps); none for a schedule the operator refuses or that is malformed."""
+    c = schedule.config
+    if not any(isinstance(s, (CheckpointStep, CompleteStep, ErrorStep, EndStep)) for s in schedule.steps):
+        return []
+    try:
+        validate_config(c)
+        return _states(schedule)
+    except ScheduleError:
+        return []
+
+
+def _states(schedule: Schedule) -> list[str]:
+    c = schedule.config
+    model = AsyncIoModel(c)
+    found: set[str] = set()
+    snapshots: dict[int, tuple[tuple[str, int], ...]] = {}
+    completed: dict[int, bool] = {}  # checkpoint id -> its snapshot holds records complete when taken
+    for i, s in enumerate(schedule.steps):
+        states = record_states(model)
+        done = {r for r, state in states.items() if state == DONE}
+        waiting = BACKOFF in states.values() or STALLED in states.values()
+        if isinstance(s, (CompleteStep, ErrorStep)) and c.timeout > 0 and states.get(s.record) == IN_FLIGHT:
+            if model.now == model._admitted[s.record].admitted_at + c.timeout:  # AIO-30, AIO-33 (D5)
+                found.add(AT_DEADLINE)
+        if isinstance(s, RestoreStep) and s.checkpoint in snapshots:
+            capacity = c.capacity if s.capacity is None else s.capacity
+            if capacity < len(snapshots[s.checkpoint]):  # AIO-57
+                found.add(SMALLER_RESTORE)
+            if completed[s.checkpoint]:  # AIO-46
+                found.add(RESTORED_COMPLETED)
+        ended = model.ended
+        for e in model.apply(i, s):
+            if e.event == "checkpoint":
+                snapshots[e.id] = e.snapshot
+                # AIO-44, AIO-45: records done before this step are complete when the barrier is
+                # taken; in ordered mode the head is then incomplete (complete heads leave first).
+                completed[e.id] = any(kind == "record" and x in done for kind, x in e.snapshot)
+                if completed[e.id] and c.mode == "ordered":
+                    found.add(COMPLETED_BEHIND_HEAD)
+        if waiting and model.ended and not ended:  # AIO-39 (D2), AIO-60 (D3)
+            found.add(END_DURING_BACKOFF)
+    return sorted(found)
 
 
 # --------------------------------------------------------------------------
@@ -275,30 +350,36 @@ class Features:
 
 
 CONFIG_BITS = st.integers(0, 2**50 - 1)
+# A retry strategy is drawn on its own: hypothesis favours small integers, so the high bits of
+# CONFIG_BITS are seldom set, and a strategy packed there was almost never enabled.
+RETRY_BITS = st.integers(0, 2**22 - 1)
 MULTIPLIERS = (1.0, 1.5, 2.0, 3.0)
 
 
 def retry_config(n: int) -> RetryConfig:
-    """A retry strategy from 20 bits (0: fixed delay 0, no retries, no predicate)."""
+    """A retry strategy from 20 bits, the predicates first (0: no predicate, so no retry, AIO-4;
+    then one retry after a fixed delay of 3 ms: small numbers, which hypothesis favours, give
+    backoffs that last past a step).  Every field takes each of its values."""
     return RetryConfig(
-        strategy=RETRY_STRATEGIES[_bits(n, 0, 1)], max_attempts=_bits(n, 1, 2), delay=_bits(n, 3, 4) % 9,
-        initial_delay=_bits(n, 7, 4) % 9, max_delay=_bits(n, 11, 5) % 17,
-        multiplier=MULTIPLIERS[_bits(n, 16, 2)], if_empty=bool(_bits(n, 18, 1)),
-        if_error=bool(_bits(n, 19, 1)))
+        if_empty=bool(_bits(n, 0, 1)), if_error=bool(_bits(n, 1, 1)),
+        strategy=RETRY_STRATEGIES[_bits(n, 2, 1)], max_attempts=(1 + _bits(n, 3, 2)) % 4,
+        delay=(3 + _bits(n, 5, 4)) % 9, initial_delay=(3 + _bits(n, 9, 4)) % 9,
+        max_delay=_bits(n, 13, 5) % 17, multiplier=MULTIPLIERS[_bits(n, 18, 2)])
 
 
-def config_of(n: int, f: Features) -> AsyncIoConfig:
+def config_of(n: int, f: Features, retry: int = 0) -> AsyncIoConfig:
     """A valid configuration using the features, from 50 bits: 0-1 the mode, 2-5 the capacity,
-    6-10 the timeout (1..31 ms), 11-12 the handler, 13-27 its result, 28 a retry strategy or none,
-    29-48 the strategy."""
+    6-10 the timeout (1..31 ms), 11-12 the handler, 13-27 its result; with retries, from `retry`
+    (RETRY_BITS): bits 0-1 a retry strategy (unless both are 0) or none, 2-21 the strategy."""
     timeout = 1 + _bits(n, 6, 5) if f.timeouts else 0
+    handlers = (*f.on_timeout, f.on_timeout[-1])  # the last (`ignore`: AIO-30) as often as the others
     return AsyncIoConfig(
         mode=f.modes[_bits(n, 0, 2) % len(f.modes)],
         capacity=1 + _bits(n, 2, 4) % f.max_capacity,
         timeout=timeout,
-        on_timeout=f.on_timeout[_bits(n, 11, 2) % len(f.on_timeout)] if f.timeouts else "fail",
+        on_timeout=handlers[_bits(n, 11, 2) % len(handlers)] if f.timeouts else "fail",
         timeout_result=result(_bits(n, 13, 15)) if f.timeouts else (),
-        retry=retry_config(n >> 29) if f.retries and _bits(n, 28, 1) else None,
+        retry=retry_config(retry >> 2) if f.retries and retry & 3 else None,
     )
 
 
@@ -330,10 +411,17 @@ class _Drawing:
         self.ids = itertools.count(1)
         self.timers = f.timeouts or retry_enabled(config)
         self.ended = False  # an `end` step came in this incarnation (taken or still in the channel)
+        self.stored: dict[int, int] = {}  # checkpoint id -> how many elements its snapshot stores
+        self.timed_out: list[int] = []  # the records whose timeout fired in the last step
+        self.capacity = config.capacity  # the current incarnation's
 
     def apply(self, step: Step) -> None:
-        self.model.apply(len(self.steps), step)
+        events = self.model.apply(len(self.steps), step)
+        self.stored.update((e.id, len(e.snapshot)) for e in events if e.event == "checkpoint")
+        self.timed_out = [e.record for e in events if e.event == "timeout"]
         self.steps.append(step)
+        if isinstance(step, RestoreStep):
+            self.capacity = self.config.capacity if step.capacity is None else step.capacity
         if isinstance(step, RecordStep):
             self.records += 1
         self.ended = isinstance(step, EndStep) or (self.ended and not isinstance(step, RestoreStep))
@@ -357,7 +445,55 @@ class _Drawing:
             ops.append("advance")
         if f.checkpoints:
             ops += (["checkpoint"] if not self.ended else []) + ["crash"]
+            if not self.ended and not m.waiting_inputs() and self.capacity - m.queue_size() >= 2:
+                ops.append("snapshot")
         return ops
+
+    def late(self) -> list[int]:
+        """The records whose timeout fired in the last step and that still wait for their call
+        (the handler ignored it, AIO-30)."""
+        outstanding = self.model.outstanding()
+        return [r for r in self.timed_out if r in outstanding]
+
+    def redirect(self, op: str, intent: Intent) -> str:
+        """The op an intent makes: its own, except where a rare state is one step away and the
+        intent would most likely pass it by (conformance/coverage.py): after a failure every intent
+        restores; after a timeout the handler ignored, half the intents complete that record (at
+        or after its deadline, AIO-30); while a record waits for a retry, a third end the input
+        (AIO-39)."""
+        m, f = self.model, self.f
+        if f.checkpoints and not m.alive:
+            return "restore"
+        if intent[1] % 2 and self.late():
+            return "complete"
+        if intent[1] % 3 == 1 and f.retries and f.end and not f.drain and not self.ended \
+                and BACKOFF in record_states(m).values():
+            return "end"
+        return op
+
+    def snapshot(self, intent: Intent) -> None:
+        """Two to four records (in unordered mode a watermark after the first, when there is room);
+        a completion of the latest outstanding record, and of some others but the oldest; a
+        checkpoint; and unless bit 5 of the pick is set, a crash and a restore: a snapshot storing
+        completed records behind an incomplete one (AIO-44, AIO-45, AIO-55), restored from (AIO-46,
+        AIO-47, AIO-57)."""
+        pick, value, result = intent[1:]
+        last = self.f.max_steps - 1  # room for the checkpoint
+        room = self.capacity - self.model.queue_size()
+        mark = self.config.mode == "unordered" and self.f.watermarks and room >= 3
+        for j in range(min(2 + pick % 3, room - mark)):
+            if len(self.steps) < last - 1 - mark:
+                self.apply(RecordStep((value + j) % 10, None))
+            if j == 0 and mark:  # AIO-13: what completes behind it waits for the first record
+                self.watermark += 1
+                self.apply(WatermarkStep(self.watermark))
+        for j, record in enumerate(self.model.outstanding()[:0:-1]):
+            if len(self.steps) < last and not (j and (pick >> (1 + j)) & 1):
+                self.apply(CompleteStep(record, result or (value,)))  # not empty: no retry (AIO-33)
+        self.apply(CheckpointStep(next(self.ids)))
+        if not (pick >> 5) & 1 and len(self.steps) < self.f.max_steps - 1:
+            self.apply(CrashStep())
+            self.apply(self.step("restore", intent))
 
     def step(self, op: str, intent: Intent) -> Step:
         """The step for `op`, its fields taken from the intent (all zeros: the plainest step)."""
@@ -366,27 +502,42 @@ class _Drawing:
         if op == "record":
             return RecordStep(value, None if pick % 3 == 0 else pick % 21)
         if op in ("complete", "repeat"):
-            # Latest admitted first: out-of-order completions are the interesting ones.
+            # Latest admitted first: out-of-order completions are the interesting ones; half the time
+            # one whose timeout the handler has just ignored (AIO-30: at or after its deadline).
             done = sorted(set(m.admitted()) - set(m.outstanding()))
             pool = m.outstanding()[::-1] if op == "complete" else done
+            late = self.late() if op == "complete" and pick % 2 else []
+            record = late[0] if late else pool[pick % len(pool)]
             null = self.f.nulls and value >= 8  # AIO-20, one completion in five
-            return CompleteStep(pool[pick % len(pool)], None if null else result)
+            return CompleteStep(record, None if null else result)
         if op == "error":
             pool = m.outstanding()[::-1]
-            return ErrorStep(pool[pick % len(pool)], "error")
+            return ErrorStep(self.late()[0] if pick % 2 and self.late() else pool[pick % len(pool)], "error")
         if op == "watermark":
             self.watermark += pick % 6
             return WatermarkStep(self.watermark)
         if op == "status":
             return StatusStep(pick % 2 == 0)
         if op == "advance":
-            return AdvanceStep(pick % 31)
+            # Now and then exactly to the next timer (a deadline or a retry): outcomes and inputs
+            # at a deadline (AIO-30, AIO-33, AIO-54) are where engines differ.
+            due = [t - m.now for t in m.pending_timers() if t > m.now]
+            return AdvanceStep(due[0] if due and pick % 4 >= 2 else pick % 31)
         if op == "checkpoint":
             return CheckpointStep(next(self.ids))
         if op == "restore":
-            choices = [None, *sorted(m.taken_checkpoints)]
-            capacity = None if value == 0 else 1 + value % self.f.max_capacity
-            return RestoreStep(choices[pick % len(choices)], capacity)
+            # From a checkpoint three times in four, the latest first; when its snapshot stores
+            # two elements or more, half the time with a capacity below that (AIO-47, AIO-57).
+            taken = sorted(m.taken_checkpoints, reverse=True)
+            checkpoint = taken[(pick // 4) % len(taken)] if taken and pick % 4 else None
+            stored = self.stored.get(checkpoint, 0) if checkpoint is not None else 0
+            if stored >= 2 and pick % 8 >= 4:
+                capacity: int | None = 1 + value % (stored - 1)
+            elif value == 0:
+                capacity = None
+            else:
+                capacity = 1 + value % self.f.max_capacity
+            return RestoreStep(checkpoint, capacity)
         if op == "end":
             return EndStep()
         if op == "crash":
@@ -407,17 +558,19 @@ class _Drawing:
             self.apply(CompleteStep(record, result(self.draw(RESULT_BITS))))
 
 
-# How often each op is offered when it is valid (records and completions make schedules interesting).
-WEIGHTS = {"record": 10, "complete": 10, "advance": 6, "watermark": 5, "error": 2, "status": 2, "repeat": 2}
+# How often each op is offered when it is valid (records and completions make schedules interesting;
+# checkpoints often enough that their snapshots hold completed records and restores follow them).
+WEIGHTS = {"record": 10, "complete": 10, "advance": 6, "watermark": 5, "error": 2, "status": 2, "repeat": 2,
+           "checkpoint": 3, "snapshot": 8, "crash": 2}
 
 
 def _op_table(f: Features, timers: bool) -> list[str]:
     """Every op the features allow, each repeated by its weight; `record` first (the plainest)."""
     ops = ["record", "complete", "watermark", "status", "end", "advance", "error", "repeat", "checkpoint",
-           "crash", "restore"]
+           "snapshot", "crash", "restore"]
     allowed = {"watermark": f.watermarks, "status": f.statuses, "end": f.end and not f.drain,
                "advance": timers, "error": f.errors, "repeat": f.repeats, "checkpoint": f.checkpoints,
-               "crash": f.checkpoints, "restore": f.checkpoints}
+               "snapshot": f.checkpoints, "crash": f.checkpoints, "restore": f.checkpoints}
     return [op for op in ops if allowed.get(op, True) for _ in range(WEIGHTS.get(op, 1))]
 
 
@@ -435,8 +588,10 @@ def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
         if len(d.steps) >= f.max_steps:
             break
         wanted = intent(n)
-        op = table[wanted[0] % len(table)]
-        if op in d.options():
+        op = d.redirect(table[wanted[0] % len(table)], wanted)
+        if op == "snapshot" and op in d.options():
+            d.snapshot(wanted)
+        elif op in d.options():
             d.apply(d.step(op, wanted))
     if f.drain:
         d.drain()
@@ -447,7 +602,7 @@ def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
 def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Schedule:
     """A valid async I/O schedule using the features."""
     if config is None:
-        config = config_of(draw(CONFIG_BITS), f)
+        config = config_of(draw(CONFIG_BITS), f, draw(RETRY_BITS) if f.retries else 0)
     return Schedule(AREA, config, tuple(_draw_steps(draw, f, config).steps))
 
 
