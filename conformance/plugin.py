@@ -772,6 +772,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state.results and not hasattr(session.config, "workerinput"):  # the xdist controller, or no xdist
         verdicts = state.verdicts()
         if state.report_path:
+            Path(state.report_path).parent.mkdir(parents=True, exist_ok=True)
             with open(state.report_path, "w", encoding="utf-8") as fh:
                 report = V.report_json(state.spec, state.areas, verdicts, state.results.values())
                 report["coverage"] = state.tally.to_json()
