@@ -4,7 +4,10 @@ Strategies draw valid schedules step by step while the reference model runs them
 valid by construction (SRC-41, SRC-46).  `Features` says which parts of the vocabulary a property
 uses; `Features.restrict` drops what an adapter cannot run.  Every step is one integer drawn by
 hypothesis: shrinking it towards 0 picks the plainest valid step (register, request, poll), and
-shrinking the list removes steps.
+shrinking the list removes steps.  Some integers pick a compound option (`completed_checkpoint`),
+and failures weigh more while a checkpoint is pending or unconfirmed, so that the states where
+engines lose or repeat records are reached: `COVERAGE` and `coverage` name them and their floors
+(conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
 (SCRIPTED); a FREE adapter cannot be checked on them (`free_checkable` is False), so every property
@@ -27,7 +30,7 @@ from hypothesis import strategies as st
 
 from conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
 from conformance.strategies import Malformed, batches
-from reference.sources import BARRIER, TAKEN, Model
+from reference.sources import ABORTED, BARRIER, TAKEN, Model, tasks_to_restart
 from spec.adapter import unsupported
 from spec.areas.sources import (
     AbortStep,
@@ -46,7 +49,7 @@ from spec.areas.sources import (
     SourcesConfig,
     task_count,
 )
-from spec.schedule import Schedule, Step, Trace
+from spec.schedule import Schedule, ScheduleError, Step, Trace
 
 AREA = "sources"
 
@@ -154,6 +157,71 @@ def networkx_restart_set(config: SourcesConfig, failed: int, lost: Sequence[int]
 
 
 # --------------------------------------------------------------------------
+# Generator coverage (conformance/coverage.py)
+# --------------------------------------------------------------------------
+
+FAIL_AFTER_ABORT = "reader failure returning splits tracked under an aborted checkpoint"
+REASSIGNED = "a split returned by a failover assigned again before end"
+REGION_PENDING = "region failover of several tasks while a checkpoint is pending"
+SILENT_CONFIRMED = "a failover committing a checkpoint completed without notification"
+RESCALED_STATE = "a rescale redistributing the readers' unfinished splits"
+
+# State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
+# with `pytest conformance/test_sources.py conformance/test_coverage.py --adapter reference
+# --areas sources` (4949 schedules; the share in parentheses), each floor about half of it.
+COVERAGE = {
+    FAIL_AFTER_ABORT: 0.012,  # (2.7%) test_reader_failover, test_region_failover, ...
+    REASSIGNED: 0.03,  # (6.2%)
+    REGION_PENDING: 0.015,  # (3.4%) test_region_failover: failures weigh more while one is pending
+    SILENT_CONFIRMED: 0.025,  # (5.3%) test_*_failover, test_exactly_once: `completed_checkpoint`
+    RESCALED_STATE: 0.012,  # (2.4%) test_rescale, test_exactly_once
+}
+
+_FAILOVERS = (FailStep, FailEnumeratorStep, RescaleStep, AssignStep)
+
+
+def coverage(schedule: Schedule) -> list[str]:
+    """The rare states of sources and failover a schedule reaches, from one run of the reference
+    model (its coordinator's state read between steps); none for a malformed schedule."""
+    if not any(isinstance(s, _FAILOVERS) for s in schedule.steps):
+        return []
+    try:
+        return _states(schedule)
+    except ScheduleError:
+        return []
+
+
+def _states(schedule: Schedule) -> list[str]:
+    config = schedule.config
+    model = Model(config)
+    found: set[str] = set()
+    returned: set[int] = set()  # splits a failover gave back to the enumerator
+    for i, s in enumerate(schedule.steps):
+        if isinstance(s, FailStep):
+            restart = tasks_to_restart(config, s.task, s.lost) if config.has_graph else [s.task]
+            readers = [t for t in restart if t < model.parallelism]
+            last = model.last_completed
+            if any(model.checkpoints[cid].state == ABORTED and any(bucket.get(r) for r in readers)
+                   for cid, bucket in model.tracker.items() if last is None or cid > last):
+                found.add(FAIL_AFTER_ABORT)  # SRC-18, SRC-21
+            pending = any(cp.state in (TAKEN, BARRIER) for cp in model.checkpoints.values())
+            if config.has_graph and len(restart) > 1 and pending:
+                found.add(REGION_PENDING)  # SRC-20, SRC-36, SRC-37
+        if isinstance(s, RescaleStep) and model.last_completed is not None:
+            cp = model.checkpoints[model.last_completed]
+            if cp.parallelism != s.readers and any(cp.readers.values()):
+                found.add(RESCALED_STATE)  # SRC-31
+        for e in model.apply(i, s):
+            if e.event == "splits_back":
+                returned.update(e.splits)
+            elif e.event == "assigned" and e.split in returned and not isinstance(s, EndStep):
+                found.add(REASSIGNED)  # SRC-24
+            elif e.event == "committed" and isinstance(s, _FAILOVERS) and e.records:
+                found.add(SILENT_CONFIRMED)  # SRC-29
+    return sorted(found)
+
+
+# --------------------------------------------------------------------------
 # Strategies
 # --------------------------------------------------------------------------
 
@@ -189,7 +257,10 @@ class Features:
                        graph=self.graph and ok("region_failover"))
 
 
-CONFIG_BITS = st.integers(0, 2**32 - 1)
+CONFIG_BITS = st.integers(0, 2**17 - 1)
+# The job graph is drawn on its own: hypothesis favours small integers, so graph bits packed above
+# the splits' sizes were seldom set, and most graphs had no edge.
+GRAPH_BITS = st.integers(0, 2**32 - 1)
 # About fifteen steps on average (a flat list averages five), each one integer.
 STEP_BITS = st.lists(st.lists(st.integers(0, 2**20 - 1), min_size=1, max_size=10), min_size=1, max_size=5)
 
@@ -198,18 +269,20 @@ def _bits(n: int, first: int, count: int) -> int:
     return (n >> first) & ((1 << count) - 1)
 
 
-def config_of(n: int, f: Features) -> SourcesConfig:
-    """A configuration from 32 bits: 0-1 readers, 2-4 how many splits, 5-16 their sizes, 17-31 the graph."""
+def config_of(n: int, f: Features, graph: int = 0) -> SourcesConfig:
+    """A configuration from 17 bits: 0-1 readers, 2-4 how many splits, 5-16 their sizes; with a
+    graph, from `graph` (GRAPH_BITS): 0-1 the tasks, then two bits per pair of tasks, the edge
+    between them (1 pipelined, 2 blocking, else none)."""
     readers = 1 + _bits(n, 0, 2) % f.max_readers
     count = _bits(n, 2, 3) % (f.max_splits + 1)
     splits = tuple(_bits(n, 5 + 3 * i, 3) % (f.max_records + 1) for i in range(count))
     if not f.graph:
         return SourcesConfig(readers=readers, splits=splits, bounded=not f.unbounded)
-    tasks = 1 + _bits(n, 17, 2) % 3
+    tasks = 1 + _bits(graph, 0, 2) % 3
     pipelined, blocking = [], []
     pairs = [(u, v) for v in range(readers + tasks) for u in range(v)]
     for i, (u, v) in enumerate(pairs):
-        kind = _bits(n, 19 + 2 * (i % 6), 2) if i < 6 else _bits(n >> i, 19, 2)
+        kind = _bits(graph, 2 + 2 * i, 2)
         if kind == 1:
             pipelined.append((u, v))
         elif kind == 2:
@@ -249,30 +322,54 @@ class _Drawing:
             elif not unregistered:
                 next_id = len(m.checkpoints) + 1  # ids 1, 2, ... in the order they are taken
                 out.append((6, lambda n: CheckpointStep(next_id, fails=n % 8 == 0)))
+                if (f.silent or f.rescale) and any(m.readers[r].splits for r in registered):
+                    out.append((4, lambda n: self.completed_checkpoint(next_id, n)))
             last = m.last_completed if m.last_completed is not None else -1
             for cid, cp in m.checkpoints.items():
                 if cp.state == BARRIER and cid > last:
                     out.append((10, lambda n, c=cid: CompleteStep(c, notify=not (f.silent and n % 3 == 0))))
                 if cp.state in (TAKEN, BARRIER):
                     out.append((3, AbortStep(cid)))
+        # Failures three times as often while a checkpoint is pending (SRC-20: it is aborted) or
+        # while the sinks hold records of a checkpoint completed without notification (SRC-29).
+        pending = m.valve is not None or any(cp.state == BARRIER for cp in m.checkpoints.values())
+        point = m.last_completed  # the restore point
+        silent = point is not None and any(k <= point for reader in m.readers for k in reader.staged)
+        fails = 3 if pending or silent else 1
         if f.reader_failures or f.graph:
             tasks = registered + list(range(m.parallelism, m.parallelism + self.config.tasks))
             producers = sorted({e[0] for e in self.config.blocking})
-            out += [(1, lambda n, t=t: FailStep(t, tuple(p for i, p in enumerate(producers) if n >> i & 1)))
-                    for t in tasks]
+            lost = lambda n: tuple(p for i, p in enumerate(producers) if n >> i & 1)  # noqa: E731
+            out += [(fails, lambda n, t=t: FailStep(t, lost(n))) for t in tasks]
         if f.global_failures:
-            out.append((1, FailEnumeratorStep()))
+            out.append((fails, FailEnumeratorStep()))
         if f.rescale and not self.config.has_graph:
-            out.append((3, lambda n: RescaleStep(1 + n % f.max_readers)))
+            out.append((3, lambda n: RescaleStep(self.parallelism_of(n))))
         return out
 
-    def step(self, n: int) -> Step:
+    def parallelism_of(self, n: int) -> int:
+        """A parallelism to rescale to, the current one half as often as each other (SRC-31: the
+        readers' states cut anew)."""
+        p = 1 + n % self.f.max_readers
+        return p % self.f.max_readers + 1 if p == self.model.parallelism and n >> 4 & 1 else p
+
+    def completed_checkpoint(self, cid: int, n: int) -> list[Step]:
+        """Checkpoint `cid` taken, its barrier passed, completed: a restore point holding the
+        readers' unfinished splits (SRC-31).  With silent completions, every reader that owns a
+        split reads first and the checkpoint completes without notification: its sinks hold
+        staged records that only a restore commits (SRC-22, SRC-29)."""
+        readers = [r for r in range(self.model.parallelism) if self.model.readers[r].splits]
+        polls: list[Step] = [PollStep(r, 1 + n % 3) for r in readers] if self.f.silent else []
+        return [*polls, CheckpointStep(cid), BarrierStep(cid), CompleteStep(cid, notify=not self.f.silent)]
+
+    def step(self, n: int) -> Step | list[Step]:
+        """The option `n` picks, weighted (a step, or the steps of a compound option)."""
         options = self.options()
         total = sum(w for w, _ in options)
         pick = n % total
         for weight, option in options:
             if pick < weight:
-                return option(n >> 8) if callable(option) else option  # type: ignore[no-any-return]
+                return option(n >> 8) if callable(option) else option
             pick -= weight
         raise AssertionError("unreachable")
 
@@ -289,10 +386,12 @@ class _Drawing:
 def schedules(draw: Any, f: Features, config: SourcesConfig | None = None) -> Schedule:
     """A valid sources schedule using the features."""
     if config is None:
-        config = config_of(draw(CONFIG_BITS), f)
+        config = config_of(draw(CONFIG_BITS), f, draw(GRAPH_BITS) if f.graph else 0)
     d = _Drawing(f, config)
     for n in [n for chunk in draw(STEP_BITS) for n in chunk][: f.max_steps]:
-        d.apply(d.step(n))
+        step = d.step(n)
+        for s in step if isinstance(step, list) else [step]:
+            d.apply(s)
     end = config.bounded and f.end and (f.always_end or draw(st.booleans()))
     d.finish(end)
     return Schedule(AREA, config, tuple(d.steps))
