@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from spec.area import areas
+from tests.wrong_adapters import MUTANTS
 
 pytest_plugins = ["pytester"]
 
@@ -76,6 +77,20 @@ def test_ordered_mode_reorder_is_reported(run_suite) -> None:  # type: ignore[no
     assert "the property checks AIO-12" in out
     assert re.search(r"^  >>\s+\d+: complete ", out, re.M), out
     assert "reproduce: python -m conformance check --adapter tests.wrong_adapters:OrderedAsUnordered" in out
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_wrong_async_io_adapter_is_caught(run_suite, mutant) -> None:  # type: ignore[no-untyped-def]
+    """Every async I/O mutant (tests/wrong_adapters.py: MUTANTS) fails its property, the rule named
+    (unshrunk: the tests above check the shrunk reports)."""
+    adapter = f"tests.wrong_adapters:{mutant.name}"
+    result = run_suite("--adapter", adapter, "-k", mutant.prop, "--conformance-shrink", "no")
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    assert f"adapter '{mutant.name}' does not conform" in out, out
+    rules = re.search(r"^rules: (.*)$", out, re.M)
+    assert rules and mutant.rule in rules[1], (mutant.rule, rules and rules[1], out[-3000:])
+    assert reproducer(out).startswith(f"python -m conformance check --adapter {adapter} ")
 
 
 def test_unknown_adapter_gives_one_line_and_nonzero_exit(run_suite) -> None:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tests.test_suite_failures import REPO, reproducer, suite_runner
+from tests.wrong_key_groups import MUTANTS
 
 pytest_plugins = ["pytester"]
 
@@ -17,15 +18,8 @@ def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # ty
     return suite_runner(pytester, monkeypatch, str(REPO / "conformance" / "test_key_groups.py"))
 
 
-CASES = [
-    # (wrong adapter, the property that must catch it, a rule its report must name)
-    ("HashModParallelism", "test_flink_key_groups", "KG-6"),
-    ("FloorRanges", "test_keyed_state_on_rescale", "KG-4"),
-    ("JavaStringHashInSpark", "test_spark_hash", "KG-26"),
-    ("UnionSplit", "test_operator_state_on_rescale", "KG-18"),
-    ("MovesSingleKeys", "test_keyed_state_on_rescale", "KG-13"),
-    ("SplitOneByOne", "test_operator_state_on_rescale", "KG-17"),
-]
+# (wrong adapter, the property that must catch it, a rule its report must name): wrong_key_groups.MUTANTS
+CASES = [(m.name, m.prop, m.rule) for m in MUTANTS if m.area in (None, "key_groups")]
 
 
 @pytest.mark.parametrize(("adapter", "prop", "rule"), CASES, ids=[c[0] for c in CASES])

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tests.test_suite_failures import REPO, reproducer, suite_runner
+from tests.wrong_mini_batch import MUTANTS
 
 pytest_plugins = ["pytester"]
 
@@ -17,18 +18,8 @@ def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # ty
     return suite_runner(pytester, monkeypatch, str(REPO / "conformance" / "test_mini_batch.py"))
 
 
-CASES = [
-    # (wrong adapter, the property that must catch it, a rule its report must name)
-    ("SizeCountsKeys", "test_processing_time_bundles", "MB-10"),
-    ("CountNotReset", "test_processing_time_bundles", "MB-11"),
-    ("NoFinishBeforeWatermark", "test_row_time_bundles", "MB-12"),
-    ("UpdateBeforeAlways", "test_per_row_aggregation", "MB-20"),
-    ("NoRefreshWithTtl", "test_processing_time_bundles", "MB-22"),
-    ("RetractsStatelessKeys", "test_per_row_aggregation", "MB-18"),
-    ("StopsAtRetractedKey", "test_processing_time_bundles", "MB-18"),
-    ("IdleKeepsWatermarks", "test_idle_statuses", "MB-15"),
-    ("ValveSurvivesRestore", "test_everything_together", "MB-29"),
-]
+# (wrong adapter, the property that must catch it, a rule its report must name): wrong_mini_batch.MUTANTS
+CASES = [(m.name, m.prop, m.rule) for m in MUTANTS if m.area in (None, "mini_batch")]
 
 
 @pytest.mark.parametrize(("adapter", "prop", "rule"), CASES, ids=[c[0] for c in CASES])

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tests.test_suite_failures import REPO, reproducer, suite_runner
+from tests.wrong_sources import MUTANTS
 
 pytest_plugins = ["pytester"]
 
@@ -17,18 +18,8 @@ def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # ty
     return suite_runner(pytester, monkeypatch, str(REPO / "conformance" / "test_sources.py"))
 
 
-CASES = [
-    # (wrong adapter, the property that must catch it, a rule its report must name)
-    ("ReturnsRestoredSplits", "test_reader_failover", "SRC-22"),
-    ("ForgetsBucketOnAbort", "test_reader_failover", "SRC-18"),
-    ("ReturnedOnlyOnAddReader", "test_reader_failover", "SRC-24"),
-    ("EndsBeforeNoMoreSplits", "test_assignment_and_reading", "SRC-32"),
-    ("RestoresRegistry", "test_global_failover", "SRC-5"),
-    ("NoValve", "test_checkpoints", "SRC-13"),
-    ("RoundRobinRescale", "test_rescale", "SRC-31"),
-    ("RestartsEverything", "test_region_failover", "SRC-36"),
-    ("KeepsUncommittedOutput", "test_reader_failover", "SRC-38"),
-]
+# (wrong adapter, the property that must catch it, a rule its report must name): wrong_sources.MUTANTS
+CASES = [(m.name, m.prop, m.rule) for m in MUTANTS if m.area in (None, "sources")]
 
 
 @pytest.mark.parametrize(("adapter", "prop", "rule"), CASES, ids=[c[0] for c in CASES])

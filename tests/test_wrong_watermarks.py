@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tests.test_suite_failures import REPO, reproducer, suite_runner
+from tests.wrong_watermarks import MUTANTS
 
 pytest_plugins = ["pytester"]
 
@@ -17,15 +18,8 @@ def run_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # ty
     return suite_runner(pytester, monkeypatch, str(REPO / "conformance" / "test_watermarks.py"))
 
 
-CASES = [
-    # (wrong adapter, the property that must catch it, a rule its report must name)
-    ("FlinkValve230", "test_valve", "WM-19"),
-    ("IdleSplitsCounted", "test_idleness", "WM-6"),
-    ("SendsEqualWatermarks", "test_generation_and_combination", "WM-7"),
-    ("RestoresWatermarks", "test_failover", "WM-16"),
-    ("LazySplitOutputs", "test_generation_and_combination", "WM-4"),
-    ("BlocksWhenEqual", "test_alignment", "WM-25"),
-]
+# (wrong adapter, the property that must catch it, a rule its report must name): wrong_watermarks.MUTANTS
+CASES = [(m.name, m.prop, m.rule) for m in MUTANTS if m.area in (None, "watermarks")]
 
 
 @pytest.mark.parametrize(("adapter", "prop", "rule"), CASES, ids=[c[0] for c in CASES])

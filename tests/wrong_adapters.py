@@ -1,7 +1,8 @@
 """Deliberately wrong adapters, to show that the suite catches them (tests/test_suite_failures.py).
 
-Each wraps the reference adapter and breaks one rule; they are test doubles, so unlike real
-adapters they may import `reference`.
+Each wraps the reference adapter and breaks one rule (the mutants, listed in MUTANTS) or tests the
+plugin's machinery (the others); they are test doubles, so unlike real adapters they may import
+`reference`.  The mutants run schedules of other areas on the reference unchanged.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from adapters.reference import ReferenceAdapter
+from conformance.strength import Mutant
 from spec.adapter import SCRIPTED, AdapterError
 from spec.area import all_capabilities
 from spec.areas.async_io import CompleteStep, RestoreStep
@@ -46,7 +48,7 @@ class CapacityOffByOne(ReferenceWrapper):
     """Admits one element more than the capacity (breaks AIO-6, AIO-7)."""
 
     def run(self, schedule: Schedule) -> Trace:
-        if schedule.config.capacity <= 0:
+        if schedule.area != "async_io" or schedule.config.capacity <= 0:
             return super().run(schedule)
         steps = tuple(replace(s, capacity=s.capacity + 1) if isinstance(s, RestoreStep) and s.capacity else s
                       for s in schedule.steps)
@@ -58,6 +60,8 @@ class OrderedAsUnordered(ReferenceWrapper):
     """Runs ordered mode as unordered mode (breaks AIO-12)."""
 
     def run(self, schedule: Schedule) -> Trace:
+        if schedule.area != "async_io":
+            return super().run(schedule)
         return super().run(replace(schedule, config=replace(schedule.config, mode="unordered")))
 
 
@@ -67,7 +71,7 @@ class RecordPassesWatermark(ReferenceWrapper):
 
     def run(self, schedule: Schedule) -> Trace:
         trace = super().run(schedule)
-        if schedule.config.mode != "unordered":
+        if schedule.area != "async_io" or schedule.config.mode != "unordered":
             return trace
         completed: dict[int, int] = {}
         for i, s in enumerate(schedule.steps):
@@ -173,3 +177,15 @@ class OrderedAsUnorderedInJobs(OrderedAsUnordered):
 
     batch_size = 300
     concurrent_jobs = 2
+
+
+# The registry of the async I/O mutants (python -m conformance strength, tests/test_suite_failures.py):
+# the property that must catch each, and a rule its failure report must name.  NoTimeouts is no
+# mutant: it breaks no rule, it declares capabilities it lacks (its properties are UNSUPPORTED); the
+# others above test the plugin's machinery.  tests/wrong_key_groups.py has one more async I/O mutant
+# (SplitOneByOne, AIO-49).
+MUTANTS = [
+    Mutant("CapacityOffByOne", "test_capacity_and_admission", "AIO-6", area="async_io"),
+    Mutant("OrderedAsUnordered", "test_ordered_mode", "AIO-12", area="async_io"),
+    Mutant("RecordPassesWatermark", "test_unordered_mode", "AIO-13", area="async_io"),
+]

@@ -8,6 +8,7 @@ areas go to the reference unchanged.
 
 from __future__ import annotations
 
+from conformance.strength import Mutant
 from reference.key_groups import (
     KeyedState,
     Model,
@@ -118,3 +119,17 @@ class _SplitOneByOne(Model):
 
 class SplitOneByOne(WrongKeyGroups):
     model = _SplitOneByOne
+
+
+# The registry (python -m conformance strength, tests/test_wrong_key_groups.py): the property that
+# must catch each mutant, and a rule its failure report must name.  SplitOneByOne is also run
+# against the async I/O suite, whose in-flight elements on rescale (AIO-49) use this area's schedules.
+MUTANTS = [
+    Mutant("HashModParallelism", "test_flink_key_groups", "KG-6"),
+    Mutant("FloorRanges", "test_keyed_state_on_rescale", "KG-4"),
+    Mutant("JavaStringHashInSpark", "test_spark_hash", "KG-26"),
+    Mutant("UnionSplit", "test_operator_state_on_rescale", "KG-18"),
+    Mutant("MovesSingleKeys", "test_keyed_state_on_rescale", "KG-13"),
+    Mutant("SplitOneByOne", "test_operator_state_on_rescale", "KG-17"),
+    Mutant("SplitOneByOne", "test_in_flight_elements_on_rescale", "AIO-49", area="async_io"),
+]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from conformance.strength import Mutant
 from reference.mini_batch import RETRACTIONS, Acc, Bundle, Model
 from spec.areas.mini_batch import MiniBatchConfig, event
 from tests.wrong_area import WrongArea
@@ -170,3 +171,18 @@ class _ValveSurvivesRestore(Model):
 
 class ValveSurvivesRestore(WrongMiniBatch):
     model = _ValveSurvivesRestore
+
+
+# The registry (python -m conformance strength, tests/test_wrong_mini_batch.py): the property that
+# must catch each mutant, and a rule its failure report must name.
+MUTANTS = [
+    Mutant("SizeCountsKeys", "test_processing_time_bundles", "MB-10"),
+    Mutant("CountNotReset", "test_processing_time_bundles", "MB-11"),
+    Mutant("NoFinishBeforeWatermark", "test_row_time_bundles", "MB-12"),
+    Mutant("UpdateBeforeAlways", "test_per_row_aggregation", "MB-20"),
+    Mutant("NoRefreshWithTtl", "test_processing_time_bundles", "MB-22"),
+    Mutant("RetractsStatelessKeys", "test_per_row_aggregation", "MB-18"),
+    Mutant("StopsAtRetractedKey", "test_processing_time_bundles", "MB-18"),
+    Mutant("IdleKeepsWatermarks", "test_idle_statuses", "MB-15"),
+    Mutant("ValveSurvivesRestore", "test_everything_together", "MB-29"),
+]

@@ -8,6 +8,7 @@ to the reference unchanged.
 
 from __future__ import annotations
 
+from conformance.strength import Mutant
 from reference.sources import Model
 from spec.areas.sources import RegisterStep
 from tests.wrong_area import WrongArea
@@ -179,3 +180,18 @@ class KeepsUncommittedOutput(WrongSources):
 __all__ = ["EndsBeforeNoMoreSplits", "ForgetsBucketOnAbort", "KeepsUncommittedOutput", "NoValve",
            "RestartsEverything", "RestoresRegistry", "ReturnedOnlyOnAddReader",
            "ReturnsRestoredSplits", "RoundRobinRescale"]
+
+
+# The registry (python -m conformance strength, tests/test_wrong_sources.py): the property that must
+# catch each mutant, and a rule its failure report must name.
+MUTANTS = [
+    Mutant("ReturnsRestoredSplits", "test_reader_failover", "SRC-22"),
+    Mutant("ForgetsBucketOnAbort", "test_reader_failover", "SRC-18"),
+    Mutant("ReturnedOnlyOnAddReader", "test_reader_failover", "SRC-24"),
+    Mutant("EndsBeforeNoMoreSplits", "test_assignment_and_reading", "SRC-32"),
+    Mutant("RestoresRegistry", "test_global_failover", "SRC-5"),
+    Mutant("NoValve", "test_checkpoints", "SRC-13"),
+    Mutant("RoundRobinRescale", "test_rescale", "SRC-31"),
+    Mutant("RestartsEverything", "test_region_failover", "SRC-36"),
+    Mutant("KeepsUncommittedOutput", "test_reader_failover", "SRC-38"),
+]

@@ -8,6 +8,7 @@ Schedules of other areas go to the reference unchanged.
 
 from __future__ import annotations
 
+from conformance.strength import Mutant
 from reference.watermarks import Model, Multiplexer, Reader, ReaderOutput, Valve
 from spec.areas.watermarks import MIN_WATERMARK, FailoverStep, FinishSplitStep, RecordStep, event
 from spec.schedule import Event, Step
@@ -183,3 +184,15 @@ class BlocksWhenEqual(WrongWatermarks):
     """A reader stops reading when its watermark equals the allowed maximum (breaks WM-25)."""
 
     model = _BlocksWhenEqual
+
+
+# The registry (python -m conformance strength, tests/test_wrong_watermarks.py): the property that
+# must catch each mutant, and a rule its failure report must name.
+MUTANTS = [
+    Mutant("FlinkValve230", "test_valve", "WM-19"),
+    Mutant("IdleSplitsCounted", "test_idleness", "WM-6"),
+    Mutant("SendsEqualWatermarks", "test_generation_and_combination", "WM-7"),
+    Mutant("RestoresWatermarks", "test_failover", "WM-16"),
+    Mutant("LazySplitOutputs", "test_generation_and_combination", "WM-4"),
+    Mutant("BlocksWhenEqual", "test_alignment", "WM-25"),  # SHOULD: fails the run only with --strict
+]
