@@ -3,7 +3,10 @@
 Strategies draw valid schedules step by step (WM-29 holds by construction). `Features` says which
 parts of the vocabulary a property uses; `Features.restrict` drops what an adapter cannot run.
 Every step is one integer drawn by hypothesis: shrinking it towards 0 picks the plainest step
-(a record with a small timestamp), and shrinking the list removes steps.
+(a record with a small timestamp), and shrinking the list removes steps.  With alignment, some
+integers pick a compound option (`leap`: a split far ahead, then announcements) so that readers
+and splits are held, and failovers come while they are; `COVERAGE` and `coverage` name the rare
+states where engines get watermarks wrong, and their floors (conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
 (SCRIPTED); a FREE adapter cannot be checked on them (`free_checkable` is False).
@@ -23,8 +26,10 @@ from hypothesis import strategies as st
 
 from conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
 from conformance.strategies import Malformed, batches
+from reference.watermarks import Model
 from spec.adapter import unsupported
 from spec.areas.watermarks import (
+    MIN_WATERMARK,
     AddSplitStep,
     AlignStep,
     EndStep,
@@ -33,8 +38,9 @@ from spec.areas.watermarks import (
     RecordStep,
     TickStep,
     WatermarksConfig,
+    validate_config,
 )
-from spec.schedule import Schedule, Step, Trace
+from spec.schedule import Schedule, ScheduleError, Step, Trace
 
 AREA = "watermarks"
 
@@ -83,6 +89,91 @@ def monotonic_problems(trace: Trace) -> list[str]:
                 problems.append(f"@{e.step} {who}: watermark {e.value} after {last[who]}")
             last[who] = e.value
     return problems
+
+
+# --------------------------------------------------------------------------
+# Generator coverage (conformance/coverage.py)
+# --------------------------------------------------------------------------
+
+ALL_IDLE = "every channel of the valve idle at once (two readers or more)"
+BACK_BELOW = "an idle reader back active below the valve's output"
+BLOCKED = "a reader blocked by alignment"
+PAUSED = "a split paused by alignment"
+END_IDLE = "end of input with an idle reader"
+RESTART_ALIGNED = "a failover while alignment holds a reader or a split"
+
+# State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
+# with `pytest conformance/test_watermarks.py conformance/test_coverage.py --adapter reference
+# --areas watermarks` (4884 schedules; the share in parentheses), each floor about half of it.
+COVERAGE = {
+    ALL_IDLE: 0.08,  # (17.1%) test_valve's rounds end so, and idleness with several readers
+    BACK_BELOW: 0.03,  # (6.0%) test_valve
+    BLOCKED: 0.015,  # (3.1%) test_alignment, test_monotonic_within_an_attempt: `leap`
+    PAUSED: 0.025,  # (5.3%) the same
+    END_IDLE: 0.06,  # (12.0%) idleness with `end`
+    RESTART_ALIGNED: 0.01,  # (2.0%) test_monotonic_within_an_attempt: a failover after a `leap`
+}
+
+
+def _possible(schedule: Schedule) -> set[str]:
+    """The states the schedule's configuration and steps leave possible."""
+    c, ops = schedule.config, {s.op for s in schedule.steps}
+    out = set()
+    if c.idleness is not None:
+        out |= {ALL_IDLE, BACK_BELOW} if c.readers >= 2 else set()
+        out |= {END_IDLE} if "end" in ops else set()
+    if c.max_drift is not None and "align" in ops:
+        out |= {BLOCKED, PAUSED} | ({RESTART_ALIGNED} if "failover" in ops else set())
+    return out
+
+
+def coverage(schedule: Schedule) -> list[str]:
+    """The rare states of the watermarks area a schedule reaches, read from its reference trace
+    (the model run step by step, until every state left possible is found); none for a malformed
+    schedule."""
+    possible = _possible(schedule)
+    if not possible:
+        return []
+    try:
+        validate_config(schedule.config)
+        model = Model(schedule.config)
+        return _states(schedule, model, possible)
+    except ScheduleError:
+        return []
+
+
+def _states(schedule: Schedule, model: Model, possible: set[str]) -> list[str]:
+    found: set[str] = set()
+    output = MIN_WATERMARK  # the valve's last output in this attempt
+    back: set[int] = set()  # readers whose ACTIVE came and whose next watermark did not yet
+    held: set[Any] = set()  # blocked readers and paused splits, in this attempt
+    for i, s in enumerate(schedule.steps):
+        if found >= possible:
+            break
+        for e in model.apply(i, s):
+            if e.event == "output_watermark":
+                output = e.value
+            elif e.event == "output_status" and e.idle and schedule.config.readers >= 2:
+                found.add(ALL_IDLE)  # WM-21, D1
+            elif e.event == "status" and not e.idle:
+                back.add(e.reader)
+                if isinstance(s, EndStep):
+                    found.add(END_IDLE)  # WM-15, D2
+            elif e.event == "watermark" and e.reader in back:
+                back.discard(e.reader)
+                if e.value < output:
+                    found.add(BACK_BELOW)  # WM-20
+            elif e.event in ("blocked", "paused"):
+                found.add(BLOCKED if e.event == "blocked" else PAUSED)  # WM-25, WM-26
+                held.add((e.event, e.reader if e.event == "blocked" else e.split))
+            elif e.event in ("unblocked", "resumed"):
+                held.discard(("blocked" if e.event == "unblocked" else "paused",
+                              e.reader if e.event == "unblocked" else e.split))
+            elif e.event == "restarted":
+                if held:
+                    found.add(RESTART_ALIGNED)  # WM-16: alignment starts afresh
+                output, back, held = MIN_WATERMARK, set(), set()
+    return sorted(found)
 
 
 # --------------------------------------------------------------------------
@@ -149,6 +240,7 @@ class _Drawing:
         self.splits: dict[int, int] = {}  # split -> reader
         self.finished: set[int] = set()
         self.steps: list[Step] = []
+        self.top = 0  # the highest timestamp of a record so far
 
     def options(self) -> list[tuple[int, Any]]:
         """(weight, step or step factory) of every valid next step; the plainest first."""
@@ -163,17 +255,32 @@ class _Drawing:
             out += [(1, FinishSplitStep(s)) for s in live]
         if self.f.alignment:
             out.append((4, AlignStep()))
-        if self.f.failover:
-            out.append((1, FailoverStep()))
+            if live:
+                out.append((1, lambda n: self.leap(live, n)))
+        if self.f.failover:  # right after an announcement more often: readers and splits held (WM-16)
+            out.append((4 if self.steps and isinstance(self.steps[-1], AlignStep) else 1, FailoverStep()))
         return out
 
-    def step(self, n: int) -> Step:
+    def leap(self, live: list[int], n: int) -> list[Step]:
+        """A record on another live split at the highest timestamp so far, one on a live split
+        beyond every drift ahead of it, a periodic interval, and announcements until the samplers
+        hold it (WM-22..WM-24): that split, or its reader, is ahead and is held (WM-25, WM-26); with
+        failovers, one follows while it is held (WM-16: alignment starts afresh)."""
+        split = live[n % len(live)]
+        others = [s for s in live if s != split]
+        steps: list[Step] = [RecordStep(others[(n >> 3) % len(others)], self.top)] if others else []
+        steps += [RecordStep(split, self.top + 21 + n % 8), TickStep(self.config.interval)]
+        steps += [AlignStep()] * max(1, self.config.alignment_buffer)
+        return steps + [FailoverStep()] if self.f.failover else steps
+
+    def step(self, n: int) -> Step | list[Step]:
+        """The option `n` picks, weighted (a step, or the steps of a compound option)."""
         options = self.options()
         total = sum(w for w, _ in options)
         pick = n % total
         for weight, option in options:
             if pick < weight:
-                return option(n >> 8) if callable(option) else option  # type: ignore[no-any-return]
+                return option(n >> 8) if callable(option) else option
             pick -= weight
         raise AssertionError("unreachable")
 
@@ -182,6 +289,8 @@ class _Drawing:
             self.splits[s.split] = s.reader
         elif isinstance(s, FinishSplitStep):
             self.finished.add(s.split)
+        elif isinstance(s, RecordStep):
+            self.top = max(self.top, s.ts)
         self.steps.append(s)
 
 
@@ -220,7 +329,9 @@ def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) ->
             d.apply(s)
     else:
         for n in draws[: f.max_steps]:
-            d.apply(d.step(n))
+            step = d.step(n)
+            for s in step if isinstance(step, list) else [step]:
+                d.apply(s)
     if f.end and draw(st.booleans()):
         d.apply(EndStep())
     return Schedule(AREA, config, tuple(d.steps))
