@@ -4,7 +4,10 @@ Strategies draw valid schedules step by step (KG-32 holds by construction): keye
 long and string keys (empty, non-ASCII and astral-plane strings among them), operator state in the
 three modes, checkpoints and restores at parallelisms up and down (to 1 and to the maximum
 parallelism), some of them refused.  `Features` says which parts a property uses;
-`Features.restrict` drops what an adapter cannot run.
+`Features.restrict` drops what an adapter cannot run.  With operator state and rescaling, some
+integers draw a compound `burst` (elements of several names, a checkpoint, a restore), so that the
+rare states where engines lose or repeat state are reached: `COVERAGE` and `coverage` name them and
+their floors (conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
 (SCRIPTED); a FREE adapter cannot be checked on them.
@@ -24,6 +27,7 @@ from hypothesis import strategies as st
 
 from conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
 from conformance.strategies import Malformed, batches
+from reference.key_groups import Model, operator_index
 from spec.adapter import unsupported
 from spec.areas.key_groups import (
     AddStateStep,
@@ -32,7 +36,7 @@ from spec.areas.key_groups import (
     RestoreStep,
     UpdateStep,
 )
-from spec.schedule import Schedule, Step, Trace
+from spec.schedule import Schedule, ScheduleError, Step, Trace
 
 AREA = "key_groups"
 IN_FLIGHT = "inflight"  # the async operator's list state of stored elements (AIO-49)
@@ -161,6 +165,77 @@ def in_flight_problems(trace: Trace, total: int) -> list[str]:
 
 
 # --------------------------------------------------------------------------
+# Generator coverage (conformance/coverage.py)
+# --------------------------------------------------------------------------
+
+NON_DIVIDING = "a rescale of keyed state to a parallelism not dividing the max parallelism"
+MOVED = "a key group's state moved to another subtask"
+ROTATION = "split state of several names rescaled with its extra elements rotating"
+BROADCAST_UP = "broadcast state restored at a higher parallelism"
+REFUSED_GOES_ON = "a refused restore followed by updates of the running job"
+
+# State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
+# with `pytest conformance/test_key_groups.py conformance/test_coverage.py --adapter reference
+# --areas key_groups` (3052 schedules; the share in parentheses), each floor about half of it.
+COVERAGE = {
+    NON_DIVIDING: 0.015,  # (3.4%) the three rescaling properties
+    MOVED: 0.035,  # (7.7%)
+    ROTATION: 0.015,  # (3.3%) test_operator_state_on_rescale, test_restore_refusals: `burst`
+    BROADCAST_UP: 0.012,  # (2.5%) the same
+    REFUSED_GOES_ON: 0.02,  # (4.2%) test_restore_refusals
+}
+
+
+def coverage(schedule: Schedule) -> list[str]:
+    """The rare states of key groups and rescaling a schedule reaches, from one run of the
+    reference model (its checkpoint read before each restore); none for a refused configuration.
+    A schedule whose restores all keep the configured parallelism and name no maximum reaches none
+    (nothing moves, nothing is refused) and is not run."""
+    c = schedule.config
+    restores = [s for s in schedule.steps if isinstance(s, RestoreStep)]
+    if all(s.parallelism == c.parallelism and s.max_parallelism is None for s in restores):
+        return []
+    try:
+        return _states(schedule, Model(c))
+    except ScheduleError:
+        return []
+
+
+def _states(schedule: Schedule, model: Model) -> list[str]:
+    found: set[str] = set()
+    refused = False
+    last = max(i for i, s in enumerate(schedule.steps) if isinstance(s, RestoreStep))
+    for i, s in enumerate(schedule.steps[:last + 1]):  # after the last restore: only updates matter
+        before = model.checkpoint if isinstance(s, RestoreStep) else None
+        p = s.parallelism if isinstance(s, RestoreStep) else 0
+        events = model.apply(i, s)
+        if isinstance(s, RestoreStep) and events and events[0].event == "restore_refused":
+            refused = True
+        elif isinstance(s, UpdateStep) and refused and events and events[0].event == "routed":
+            found.add(REFUSED_GOES_ON)  # KG-15, KG-16: the running job goes on unchanged
+        if before is None or not events or events[0].event != "restored" or before.parallelism == p:
+            continue
+        max_p = before.max_parallelism
+        moved = [g for old, state in enumerate(before.keyed) for g in state
+                 if operator_index(max_p, p, g) != old]
+        if moved:
+            found.add(MOVED)  # KG-12, KG-13
+            if max_p % p:
+                found.add(NON_DIVIDING)  # KG-4, KG-5: ranges of unequal sizes
+        split = sorted(n for n, m in before.modes.items() if m == "split")
+        counts = [sum(len(state.get(n, [])) for state in before.operator) for n in split]
+        if len([n for n in counts if n]) >= 2 and any(n % p for n in counts[:-1]):
+            found.add(ROTATION)  # KG-17, KG-21
+        broadcast = [n for n, m in before.modes.items() if m == "broadcast"]
+        if p > before.parallelism and any(state.get(n) for state in before.operator for n in broadcast):
+            found.add(BROADCAST_UP)  # KG-19
+    if refused and any(isinstance(s, UpdateStep) and (s.key is not None or schedule.config.hash == "spark")
+                       for s in schedule.steps[last + 1:]):
+        found.add(REFUSED_GOES_ON)  # routed (KG-7: a null key is refused by the flink profile)
+    return sorted(found)
+
+
+# --------------------------------------------------------------------------
 # Strategies
 # --------------------------------------------------------------------------
 
@@ -234,18 +309,44 @@ def config_of(n: int, f: Features) -> KeyGroupsConfig:
     return KeyGroupsConfig(parallelism, max_p, "spark" if f.spark_hash and n % 2 else "flink")
 
 
-def step_of(n: int, f: Features, config: KeyGroupsConfig, modes: dict[str, str]) -> Step:
-    max_p = config.max_parallelism or 128
+def step_of(n: int, f: Features, config: KeyGroupsConfig, modes: dict[str, str]) -> Step | list[Step]:
+    """The step an integer picks (a list: the steps of a compound one, `burst`)."""
     pick, n = n % 10, n // 10
     if pick <= 4 or (pick <= 6 and not f.operator_state):
         key, type_ = key_of(n // 5)
         return UpdateStep(key, type_, 1 + n % 5)
+    if pick == 6 and f.rescale and n % 4 == 3:
+        return burst(n // 4, f, config, modes)
     if pick <= 6:
         name = NAMES[n % 4]
         mode = modes.setdefault(name, FIRST_MODE[(n // 4) % 4])
         return AddStateStep((n // 16) % 10, name, (n // 160) % 100, mode)
     if pick == 7:
         return CheckpointStep()
+    return restore_of(n, f, config)
+
+
+def burst(n: int, f: Features, config: KeyGroupsConfig, modes: dict[str, str]) -> list[Step]:
+    """Four to seven elements of two split names over the subtasks, two of a broadcast name (those
+    whose mode allows it), a checkpoint and a restore: the split names' extra elements rotate
+    (KG-17, KG-21), the broadcast copies are dealt out anew (KG-19)."""
+    splits = [x for x in NAMES if modes.get(x, "split") == "split"][:2]
+    broadcast = [x for x in NAMES if modes.get(x) == "broadcast"] or \
+        [x for x in NAMES if x not in modes and x not in splits]
+    steps: list[Step] = []
+    for j in range(4 + n % 4) if splits else ():
+        modes.setdefault(splits[j % len(splits)], "split")
+        steps.append(AddStateStep(j, splits[j % len(splits)], (n + j) % 100, "split"))
+    for j in range(2) if broadcast else ():
+        modes.setdefault(broadcast[0], "broadcast")
+        steps.append(AddStateStep(j, broadcast[0], (n // 4 + j) % 100, "broadcast"))
+    return [*steps, CheckpointStep(), restore_of(n // 4, f, config)]
+
+
+def restore_of(n: int, f: Features, config: KeyGroupsConfig) -> RestoreStep:
+    """A restore: at the configured parallelism without rescaling, else at a drawn one (with
+    refusals, now and then one that breaks KG-8, KG-15 or KG-16)."""
+    max_p = config.max_parallelism or 128
     if not f.rescale:
         return RestoreStep(config.parallelism, None)
     # Up and down, to 1 and to the maximum parallelism; to 128 subtasks only now and then: a restore
@@ -266,7 +367,10 @@ def schedules(draw: Any, f: Features) -> Schedule:
     """A valid key groups schedule using the features."""
     config = config_of(draw(CONFIG_BITS), f)
     modes: dict[str, str] = {}
-    steps = [step_of(n, f, config, modes) for n in draw(STEP_BITS)[: f.max_steps]]
+    steps: list[Step] = []
+    for n in draw(STEP_BITS)[: f.max_steps]:
+        step = step_of(n, f, config, modes)
+        steps += step if isinstance(step, list) else [step]
     return Schedule(AREA, config, tuple(steps))
 
 
