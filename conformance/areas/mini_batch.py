@@ -5,8 +5,10 @@ Strategies draw valid schedules step by step: every changelog is well formed by 
 a retraction takes back a value its key holds, or leads a key that never held one), no watermark
 or end of input comes while the input is idle, a restore follows a crash (MB-28).  Each step is
 one integer drawn by hypothesis, read against the schedule so far (few draws per schedule;
-shrinking an integer towards 0 picks the plainest step, `row k0 +I 0`).  `Features` says which
-parts a property uses; `Features.restrict` drops what an adapter cannot run.
+shrinking an integer towards 0 picks the plainest step, `row k0 +I 0`); half the crashes come
+after two checkpoints and restore the older one.  `Features` says which parts a property uses;
+`Features.restrict` drops what an adapter cannot run.  `COVERAGE` and `coverage` name the rare
+states where engines lose or repeat results, and their floors (conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
 (SCRIPTED), the keys of one bundle in any order (the descriptor's `free_key_order`, MB-9); a FREE
@@ -27,6 +29,7 @@ from hypothesis import strategies as st
 
 from conformance.areas import never_free, no_order_graph, no_output_keys
 from conformance.strategies import Malformed, batches
+from reference.mini_batch import Acc, Model
 from spec.adapter import unsupported
 from spec.areas.mini_batch import (
     MAX_WATERMARK,
@@ -40,8 +43,9 @@ from spec.areas.mini_batch import (
     RowStep,
     StatusStep,
     WatermarkStep,
+    validate_config,
 )
-from spec.schedule import Schedule, Step, Trace
+from spec.schedule import Schedule, ScheduleError, Step, Trace
 
 AREA = "mini_batch"
 
@@ -140,6 +144,99 @@ def compaction_problems(per_row: Trace, mini_batch: Trace, one_phase: bool) -> l
 
 
 # --------------------------------------------------------------------------
+# Generator coverage (conformance/coverage.py)
+# --------------------------------------------------------------------------
+
+EMPTIED_BY_WATERMARK = "a bundle finished by a watermark with a key retracted to count zero"
+CRASH_BUFFERED = "a crash with rows buffered in an open bundle"
+RETRACTION_ACROSS = "two-phase: a retraction of a value accumulated in an earlier bundle"
+OLDER_RESTORE = "a restore from a checkpoint older than the latest"
+
+# State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
+# with `pytest conformance/test_mini_batch.py conformance/test_coverage.py --adapter reference
+# --areas mini_batch` (4718 schedules; the share in parentheses), each floor about half of it.
+# (A restore with a bundle open at its checkpoint cannot happen: MB-13 finishes bundles first.)
+COVERAGE = {
+    EMPTIED_BY_WATERMARK: 0.03,  # (6.3%) every mini-batch property
+    CRASH_BUFFERED: 0.015,  # (3.2%) test_checkpoints_and_restores, test_everything_together
+    RETRACTION_ACROSS: 0.025,  # (5.6%) test_local_global, test_everything_together, test_equivalences
+    OLDER_RESTORE: 0.008,  # (1.8%) the checkpoint properties: two checkpoints, a crash, the older one
+}
+
+
+def coverage(schedule: Schedule) -> list[str]:
+    """The rare states of mini-batch aggregation a schedule reaches: from its steps, and from one run
+    of the reference model (its bundles and state read between steps) when mini-batch is on and a
+    crash or a retraction comes; none for a refused or malformed schedule."""
+    c: MiniBatchConfig = schedule.config
+    found: set[str] = set()
+    taken = 0
+    for s in schedule.steps:
+        if isinstance(s, CheckpointStep):
+            taken = max(taken, s.id)
+        elif isinstance(s, RestoreStep) and s.checkpoint is not None and s.checkpoint < taken:
+            found.add(OLDER_RESTORE)  # MB-29
+    retractions = any(isinstance(s, RowStep) and s.kind in RETRACTIONS for s in schedule.steps)
+    crashes = any(isinstance(s, CrashStep) for s in schedule.steps)
+    if c.enabled and (retractions or crashes):
+        try:
+            validate_config(c)
+            found |= _model_states(schedule)
+        except ScheduleError:
+            return []
+    return sorted(found)
+
+
+def _empties(model: Model) -> bool:
+    """Whether finishing the model's bundles now leaves a key with count zero (MB-23): its rows (or
+    the local phase's accumulators) applied to its state."""
+    inputs: dict[int, list[Acc]] = {}
+    for key, items in model.bundle.items.items():
+        if model.two_phase:
+            inputs.setdefault(key, []).extend(items)
+        else:
+            acc = model.state.get(key)
+            rows = list(items)
+            while acc is None and rows and rows[0][0] in RETRACTIONS:  # MB-18
+                rows.pop(0)
+            if rows:
+                acc = acc.copy() if acc is not None else Acc()
+                for kind, v in rows:
+                    acc.apply(kind, v)
+                if acc.count == 0:
+                    return True
+    for key, rows in model.local.items.items() if model.two_phase else ():
+        local = Acc()
+        for kind, v in rows:
+            local.apply(kind, v)
+        inputs.setdefault(key, []).append(local)
+    for key, accs in inputs.items():
+        acc = model.state[key].copy() if key in model.state else Acc()
+        for local in accs:
+            acc.merge(local)
+        if acc.count == 0:
+            return True
+    return False
+
+
+def _model_states(schedule: Schedule) -> set[str]:
+    model = Model(schedule.config)
+    found: set[str] = set()
+    for i, s in enumerate(schedule.steps):
+        if isinstance(s, CrashStep) and (model.bundle.count or model.local.count):
+            found.add(CRASH_BUFFERED)  # MB-29: those rows are lost
+        if isinstance(s, RowStep) and s.kind in RETRACTIONS and model.two_phase:
+            local = sum(-1 if kind in RETRACTIONS else 1 for kind, _ in model.local.items.get(s.key, []))
+            if local <= 0:
+                found.add(RETRACTION_ACROSS)  # MB-25, MB-26: a local accumulator below zero
+        empties = bool(model.bundle.count or model.local.count) and _empties(model)
+        events = model.apply(i, s)
+        if empties and any(e.event == "watermark" for e in events):
+            found.add(EMPTIED_BY_WATERMARK)  # MB-12, MB-23
+    return found
+
+
+# --------------------------------------------------------------------------
 # Strategies
 # --------------------------------------------------------------------------
 
@@ -195,6 +292,7 @@ class _Draft:
         self.ever: set[int] = set()
         self.snapshots: dict[int, tuple[dict[int, list[int]], set[int]]] = {}
         self.idle = self.crashed = False
+        self.older = False  # the next restore takes a checkpoint older than the latest
         self.watermark = 0
         self.steps: list[Step] = []
 
@@ -217,16 +315,23 @@ class _Draft:
         self.ever.add(key)
         return RowStep(key, "+I" if values == [] or pick % 2 == 0 else "+U", v)
 
-    def step(self, n: int) -> Step:
+    def restore(self, n: int) -> RestoreStep:
+        """The restore after a crash: from a checkpoint two times in three, the latest first (an
+        older one when the crash asked for it)."""
+        self.crashed = False
+        ids = sorted(self.snapshots)[: -1 if self.older else None]
+        self.older = False
+        cid = ids[-1 - (n // 3) % len(ids)] if ids and n % 3 else None
+        held, ever = self.snapshots[cid] if cid is not None else ({}, set())
+        self.held, self.ever = {k: list(v) for k, v in held.items()}, set(ever)
+        self.idle = False
+        return RestoreStep(cid)
+
+    def step(self, n: int) -> Step | list[Step]:
+        """The step an integer picks (a list: a checkpoint, a row and a crash)."""
         f = self.f
         if self.crashed:
-            self.crashed = False
-            ids = sorted(self.snapshots)
-            cid = ids[-1 - (n // 3) % len(ids)] if ids and n % 3 else None
-            held, ever = self.snapshots[cid] if cid is not None else ({}, set())
-            self.held, self.ever = {k: list(v) for k, v in held.items()}, set(ever)
-            self.idle = False
-            return RestoreStep(cid)
+            return self.restore(n)
         pick, n = n % 22, n // 22
         if pick < 11:
             return self.row(n)
@@ -246,12 +351,22 @@ class _Draft:
             return StatusStep(self.idle)
         if pick < 21 and f.checkpoints:
             if pick < 20:
-                cid = len(self.snapshots) + 1
-                self.snapshots[cid] = ({k: list(v) for k, v in self.held.items()}, set(self.ever))
-                return CheckpointStep(cid)
+                return self.checkpoint()
             self.crashed = True
+            if n % 2:  # two checkpoints or more, each followed by a row, then the crash, and a
+                # restore from an older one (MB-29: the state goes back past the latest)
+                steps: list[Step] = []
+                for _ in range(1 if self.snapshots else 2):
+                    steps += [self.checkpoint(), self.row(n // 2)]
+                self.older = True
+                return [*steps, CrashStep()]
             return CrashStep()
         return self.row(n)
+
+    def checkpoint(self) -> CheckpointStep:
+        cid = len(self.snapshots) + 1
+        self.snapshots[cid] = ({k: list(v) for k, v in self.held.items()}, set(self.ever))
+        return CheckpointStep(cid)
 
 
 @st.composite
@@ -260,9 +375,12 @@ def schedules(draw: Any, f: Features) -> Schedule:
     config = config_of(draw(CONFIG_BITS), f)
     draft = _Draft(config, f)
     numbers = draw(STEP_BITS)[: f.max_steps]
-    steps = [draft.step(n) for n in numbers]
+    steps: list[Step] = []
+    for n in numbers:
+        step = draft.step(n)
+        steps += step if isinstance(step, list) else [step]
     if draft.crashed:
-        steps.append(draft.step(numbers[-1]))
+        steps.append(draft.restore(numbers[-1]))
     if f.end and numbers[0] % 4:
         if draft.idle:
             steps.append(StatusStep(False))
