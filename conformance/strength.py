@@ -17,15 +17,16 @@ failed, the rules each report names, the schedules each property had checked whe
 failing one (`found_after`), and the steps of its counterexample.
 
 Shrinking (--shrink): `catcher`, the default, runs the suite without shrinking, then the property
-that caught the mutant once more, alone, with shrinking: its counterexample's size is the shrunk one,
-its rules those its shrunk report names (what a user sees); schedules to the first failure do not
-depend on shrinking.  `all` shrinks every failing property in the suite run itself: the same figures
-for the catcher at a much higher cost, since most mutants fail several properties (one async I/O
-mutant took 10 minutes this way on 2 cores, a sources one about 2).  `no` (--no-shrink) never
-shrinks; the sizes are those of the failing schedules as drawn.  With `catcher` the whole command
-takes tens of minutes on 2 cores.
+that caught the mutant once more, alone, with shrinking: the counterexample's size is the shrunk one
+(schedules to the first failure do not depend on shrinking), and the mutant's line says when the
+shrunk report names other rules than the suite run's.  `all` shrinks every failing property in the
+suite run itself: the same figures for the catcher at a much higher cost, since most mutants fail
+several properties (one async I/O mutant took 10 minutes so on 2 cores, a sources one nearly 2).
+`no` (--no-shrink) never shrinks: sizes are those of the failing schedules as drawn.  With the
+default the 34 mutants of tests/wrong_*.py take about 11 minutes on 2 cores (README, "The suite's
+strength"); the shrinking runs are a few seconds to a minute each.
 
-Each mutant ends as one of:
+Each mutant ends as one of (judged on the rules the suite run's reports name):
   caught               the expected property failed and its report names the rule;
   caught elsewhere     another property's report names the rule, the expected property's does not
                        (it lost its power, or the registry names the wrong property): counted as
@@ -109,7 +110,8 @@ class Catch:
     blamed: list[str]
     found_after: int | None  # schedules it had checked when it met the first failing one
     steps: int | None  # steps of its counterexample
-    shrunk: bool = False
+    shrunk: bool = False  # `steps` is the shrunk counterexample's (a shrinking run of its own)
+    shrunk_blamed: list[str] | None = None  # the rules the shrunk report names, when shrunk on its own
 
     @property
     def base(self) -> str:
@@ -127,13 +129,17 @@ class Result:
     by: str | None = None  # the property that caught it (see `primary`)
     found_after: int | None = None
     steps: int | None = None
+    blamed: list[str] = field(default_factory=list)  # the rules the catching property's report names
     shrunk: bool = False
+    shrunk_blamed: list[str] | None = None  # ... and its shrunk report, in a shrinking run of its own
+    expected: str | None = None  # the expected property's outcome, and the rules it named if it failed
     rule_verdict: str | None = None  # the broken rule's verdict in the suite run
     catches: list[Catch] = field(default_factory=list)
     passed: int = 0
     unsupported: int = 0
     seconds: float = 0.0
     error: str | None = None
+    shrink_error: str | None = None  # why the shrinking run gave no shrunk counterexample
 
 
 class UsageError(Exception):
@@ -204,7 +210,8 @@ def primary(catches_: Sequence[Catch], prop: str, rule: str) -> Catch | None:
 def judge(entry: Entry, report: dict[str, Any] | None, shrunk: dict[str, Any] | None = None,
           seconds: float = 0.0, error: str | None = None) -> Result:
     """A mutant's result from its suite run's report, and from the report of the catching property's
-    shrinking run if there was one (its blamed rules and counterexample size replace the first's)."""
+    shrinking run if there was one (its counterexample's size replaces the first's; the rules its
+    report names are kept apart: the status is judged on the suite run's)."""
     m = entry.mutant
     result = Result(entry.module, m.name, entry.area, m.prop, m.rule, seconds=round(seconds, 1))
     if report is None:
@@ -220,13 +227,19 @@ def judge(entry: Entry, report: dict[str, Any] | None, shrunk: dict[str, Any] | 
         again = {c.prop: c for c in catches(shrunk)}
         for c in result.catches:
             if c.prop in again:
-                c.blamed, c.steps, c.shrunk = again[c.prop].blamed, again[c.prop].steps, True
+                c.steps, c.shrunk, c.shrunk_blamed = again[c.prop].steps, True, again[c.prop].blamed
+    mine = [p for p in props if str(p.get("nodeid")).split("::")[-1].split("[", 1)[0] == m.prop]
+    if mine:
+        named = sorted({b for p in mine for b in p.get("blamed") or []}, key=_rule_order)
+        outcomes = sorted({str(p.get("outcome")) for p in mine})
+        result.expected = "/".join(outcomes) + (f" naming {', '.join(named)}" if named else "")
     best = primary(result.catches, m.prop, m.rule)
     if best is None:
         result.status = ESCAPED
         return result
     result.by, result.found_after, result.steps = best.prop, best.found_after, best.steps
-    result.shrunk = best.shrunk
+    result.blamed = best.blamed
+    result.shrunk, result.shrunk_blamed = best.shrunk, best.shrunk_blamed
     if best.base == m.prop and m.rule in best.blamed:
         result.status = CAUGHT
     elif m.rule in best.blamed:
@@ -284,14 +297,18 @@ def measure(entry: Entry, shrink: str, profile: str | None = None, timeout: floa
         path = work / "report.json"
         report, error = _run(pytest_command(entry, path, work / "corpus", shrink == "all", profile=profile),
                              path, timeout)
-        shrunk = None
+        shrunk, shrink_error = None, None
         if report is not None and shrink == "catcher":
             best = primary(catches(report), entry.mutant.prop, entry.mutant.rule)
             if best is not None:
                 again = work / "shrunk.json"
-                shrunk, _ = _run(pytest_command(entry, again, work / "corpus-shrunk", True, target=best.base,
-                                                profile=profile), again, timeout)
-        return judge(entry, report, shrunk, time.monotonic() - started, error)
+                shrunk, shrink_error = _run(pytest_command(entry, again, work / "corpus-shrunk", True,
+                                                           target=best.base, profile=profile), again, timeout)
+                if shrunk is not None and best.prop not in {c.prop for c in catches(shrunk)}:
+                    shrink_error = f"{best.prop} did not fail again when shrinking"
+        result = judge(entry, report, shrunk, time.monotonic() - started, error)
+        result.shrink_error = shrink_error
+        return result
 
 
 # --------------------------------------------------------------------------
@@ -332,10 +349,15 @@ def describe(r: Result) -> str:
     also = f"; {others} other propert{'y' if others == 1 else 'ies'} failed too" if others > 0 else ""
     line = f"caught by {r.by}{after}{steps}{also}"
     if r.status == ELSEWHERE:
-        line = f"caught elsewhere: by {r.by}, not by {r.prop}{after}{steps}{also}"
+        line = f"caught elsewhere: by {r.by}, not by {r.prop} ({r.expected}){after}{steps}{also}"
     elif r.status == WRONG_RULE:
-        named = sorted({b for c in r.catches for b in c.blamed})
-        line += f"; WRONG RULE: no report names {r.rule} (they name {', '.join(named) or 'no rule'})"
+        named = sorted({b for c in r.catches for b in c.blamed}, key=_rule_order)
+        line += (f"; WRONG RULE: no report names {r.rule} (they name {', '.join(named) or 'no rule'}; "
+                 f"{r.prop}: {r.expected or 'not run'})")
+    if r.shrunk_blamed is not None and set(r.shrunk_blamed) != set(r.blamed):
+        line += f"; shrunk, its report names {', '.join(r.shrunk_blamed) or 'no rule'}"
+    if r.shrink_error:
+        line += f"; not shrunk: {r.shrink_error}"
     return head + line
 
 

@@ -56,15 +56,16 @@ def test_caught_by_the_expected_property_naming_the_rule() -> None:
                              "(25 steps, unshrunk); 1 other property failed too")
 
 
-def test_the_shrinking_run_gives_the_size_and_the_rules_of_the_catch() -> None:
+def test_the_shrinking_run_gives_the_size_and_the_rules_of_its_report_apart() -> None:
     first = report(prop("test_reader_failover", "failed", ("SRC-22",), 120, 25))
-    shrunk = report(prop("test_reader_failover", "failed", ("SRC-21", "SRC-22"), 120, 6))
+    shrunk = report(prop("test_reader_failover", "failed", ("SRC-22",), 120, 6))
     r = S.judge(entry("A"), first, shrunk)
     assert (r.status, r.found_after, r.steps, r.shrunk) == (S.CAUGHT, 120, 6, True)
-    assert "after 120 schedules (6 steps)" in S.describe(r)
-    # Shrunk, the report names another rule only: a wrong rule, though the unshrunk one named it.
-    moved = report(prop("test_reader_failover", "failed", ("SRC-7",), 120, 4))
-    assert S.judge(entry("A"), first, moved).status == S.WRONG_RULE
+    assert S.describe(r) == "sources A: caught by test_reader_failover after 120 schedules (6 steps)"
+    # Shrunk, the report names another rule: said, but the status is the suite run's.
+    moved = S.judge(entry("A"), first, report(prop("test_reader_failover", "failed", ("SRC-7",), 120, 4)))
+    assert (moved.status, moved.steps, moved.shrunk_blamed) == (S.CAUGHT, 4, ["SRC-7"])
+    assert S.describe(moved).endswith("(4 steps); shrunk, its report names SRC-7")
 
 
 def test_caught_elsewhere_wrong_rule_escaped_and_error() -> None:
@@ -72,12 +73,14 @@ def test_caught_elsewhere_wrong_rule_escaped_and_error() -> None:
                                            prop("test_rescale", "failed", ("SRC-22",), 50, 8),
                                            prop("test_checkpoints", "failed", ("SRC-22",), 10, 5)))
     assert (elsewhere.status, elsewhere.by, elsewhere.found_after) == (S.ELSEWHERE, "test_checkpoints", 10)
-    assert "caught elsewhere: by test_checkpoints, not by test_reader_failover" in S.describe(elsewhere)
+    assert S.describe(elsewhere).startswith("sources B: caught elsewhere: by test_checkpoints, not by "
+                                            "test_reader_failover (failed naming SRC-7) after 10 schedules")
 
     wrong = S.judge(entry("C"), report(prop("test_rescale", "failed", ("SRC-31",), 7, 3),
                                        prop("test_reader_failover", "failed", ("SRC-7",), 9, 2)))
     assert (wrong.status, wrong.by) == (S.WRONG_RULE, "test_rescale")  # the soonest failure
-    assert "WRONG RULE: no report names SRC-22 (they name SRC-31, SRC-7)" in S.describe(wrong)
+    assert ("WRONG RULE: no report names SRC-22 (they name SRC-7, SRC-31; test_reader_failover: failed "
+            "naming SRC-7)") in S.describe(wrong)
 
     escaped = S.judge(entry("D"), report(prop("test_reader_failover"), prop("test_rescale", "unsupported")))
     assert (escaped.status, escaped.passed, escaped.unsupported) == (S.ESCAPED, 1, 1)
