@@ -36,7 +36,7 @@ from spec.areas.key_groups import (
     RestoreStep,
     UpdateStep,
 )
-from spec.schedule import Schedule, ScheduleError, Step, Trace
+from spec.schedule import Schedule, ScheduleError, Step, Trace, validate_schedule
 
 AREA = "key_groups"
 IN_FLIGHT = "inflight"  # the async operator's list state of stored elements (AIO-49)
@@ -196,6 +196,7 @@ def coverage(schedule: Schedule) -> list[str]:
     if all(s.parallelism == c.parallelism and s.max_parallelism is None for s in restores):
         return []
     try:
+        validate_schedule(schedule)
         return _states(schedule, Model(c))
     except ScheduleError:
         return []

@@ -43,9 +43,8 @@ from spec.areas.mini_batch import (
     RowStep,
     StatusStep,
     WatermarkStep,
-    validate_config,
 )
-from spec.schedule import Schedule, ScheduleError, Step, Trace
+from spec.schedule import Schedule, ScheduleError, Step, Trace, validate_schedule
 
 AREA = "mini_batch"
 
@@ -178,12 +177,12 @@ def coverage(schedule: Schedule) -> list[str]:
             found.add(OLDER_RESTORE)  # MB-29
     retractions = any(isinstance(s, RowStep) and s.kind in RETRACTIONS for s in schedule.steps)
     crashes = any(isinstance(s, CrashStep) for s in schedule.steps)
-    if c.enabled and (retractions or crashes):
-        try:
-            validate_config(c)
+    try:
+        validate_schedule(schedule)
+        if c.enabled and (retractions or crashes):
             found |= _model_states(schedule)
-        except ScheduleError:
-            return []
+    except ScheduleError:
+        return []
     return sorted(found)
 
 

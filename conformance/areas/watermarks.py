@@ -38,9 +38,8 @@ from spec.areas.watermarks import (
     RecordStep,
     TickStep,
     WatermarksConfig,
-    validate_config,
 )
-from spec.schedule import Schedule, ScheduleError, Step, Trace
+from spec.schedule import Schedule, ScheduleError, Step, Trace, validate_schedule
 
 AREA = "watermarks"
 
@@ -135,7 +134,7 @@ def coverage(schedule: Schedule) -> list[str]:
     if not possible:
         return []
     try:
-        validate_config(schedule.config)
+        validate_schedule(schedule)
         model = Model(schedule.config)
         return _states(schedule, model, possible)
     except ScheduleError:
