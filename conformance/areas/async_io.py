@@ -207,13 +207,15 @@ RESTORED_COMPLETED = "restore of a snapshot holding records completed before it"
 
 # State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
 # with `pytest conformance/test_async_io.py conformance/test_coverage.py --adapter reference
-# --areas async_io` (7293 schedules; the share in parentheses), each floor about half of it.
+# --areas async_io` (7172 schedules; the share in parentheses), each floor about half of it.  The
+# shares move by a tenth or two when unrelated code changes: hypothesis draws literals of the
+# project's modules too.
 COVERAGE = {
     COMPLETED_BEHIND_HEAD: 0.007,  # (1.5%) test_checkpoint_and_restore, through `snapshot` intents
-    SMALLER_RESTORE: 0.005,  # (1.2%) the same
-    AT_DEADLINE: 0.005,  # (1.2%) test_timeouts, test_retries: `ignore`, advances to the next timer
+    SMALLER_RESTORE: 0.005,  # (1.0%) the same
+    AT_DEADLINE: 0.006,  # (1.4%) test_timeouts, test_retries: `ignore`, advances to the next timer
     END_DURING_BACKOFF: 0.004,  # (0.8%) test_retries, test_checkpoint_and_restore
-    RESTORED_COMPLETED: 0.007,  # (1.5%) test_checkpoint_and_restore
+    RESTORED_COMPLETED: 0.007,  # (1.4%) test_checkpoint_and_restore
 }
 
 
