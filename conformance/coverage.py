@@ -7,7 +7,9 @@ An area's conformance module (conformance/areas/<area>.py) may name such states:
 * `coverage(schedule) -> Iterable[str]`: the states one schedule reaches (it may run the reference
   model step by step to look inside it).
 
-While properties run, every distinct schedule they check is counted (`Tally.add`), and each state
+While properties run, every distinct schedule of the property's own area that they check is
+counted (`Tally.add`; a property of one area that also draws another's schedules, to chain the two,
+does not count those), and each state
 it reaches is also a hypothesis `event()`, so `--hypothesis-show-statistics` shows it per property.
 The run prints the shares (`Tally.lines`), the JSON report holds them, and the coverage test of
 each area (conformance/test_coverage.py) fails when a state falls below its floor.
@@ -49,15 +51,15 @@ class Tally:
 
     drawn: Counter[str] = field(default_factory=Counter)
     states: dict[str, Counter[str]] = field(default_factory=dict)
-    seen: set[Schedule] = field(default_factory=set)
+    seen: dict[Schedule, list[str]] = field(default_factory=dict)  # each schedule's states
 
     def add(self, schedule: Schedule) -> list[str]:
         """Count a schedule once; the states it reaches (for hypothesis' events)."""
-        found = reached(schedule)
-        if schedule not in self.seen:
-            self.seen.add(schedule)
-            self.drawn[schedule.area] += 1
-            self.states.setdefault(schedule.area, Counter()).update(found)
+        if schedule in self.seen:
+            return self.seen[schedule]
+        found = self.seen[schedule] = reached(schedule)
+        self.drawn[schedule.area] += 1
+        self.states.setdefault(schedule.area, Counter()).update(found)
         return found
 
     def merge(self, data: Mapping[str, Any]) -> None:

@@ -301,9 +301,11 @@ class Conformance:
         ConformanceFailure; traces already known for the property are not run again.
         """
         if self.gathering is not None:  # generation (not a replay for shrinking): count and gather
+            own = item_areas(self.item) if self.item is not None else []
             for schedule in schedules:
-                for reached in self.tally.add(schedule):
-                    event(f"reached: {reached}")  # coverage states, conformance/coverage.py
+                if schedule.area in own:  # coverage of the property's own area (conformance/coverage.py)
+                    for reached in self.tally.add(schedule):
+                        event(f"reached: {reached}")
             self.examples += 1
             if self.on_example is not None:
                 self.on_example()
