@@ -19,12 +19,12 @@ failing one (`found_after`), and the steps of its counterexample.
 Shrinking (--shrink): `catcher`, the default, runs the suite without shrinking, then the property
 that caught the mutant once more, alone, with shrinking: the counterexample's size is the shrunk one
 (schedules to the first failure do not depend on shrinking), and the mutant's line says when the
-shrunk report names other rules than the suite run's.  `all` shrinks every failing property in the
-suite run itself: the same figures for the catcher at a much higher cost, since most mutants fail
-several properties (one async I/O mutant took 10 minutes so on 2 cores, a sources one nearly 2).
-`no` (--no-shrink) never shrinks: sizes are those of the failing schedules as drawn.  With the
-default the 34 mutants of tests/wrong_*.py take about 11 minutes on 2 cores (README, "The suite's
-strength"); the shrinking runs are a few seconds to a minute each.
+shrunk report no longer names the rule (or names it when the suite run's did not).  `all` shrinks
+every failing property in the suite run itself: the same figures for the catcher at a much higher
+cost, since most mutants fail several properties (one async I/O mutant took 10 minutes so on 2
+cores, a sources one nearly 2).  `no` (--no-shrink) never shrinks: sizes are those of the failing
+schedules as drawn.  With the default the 34 mutants of tests/wrong_*.py take about 13 minutes on 2
+cores (README, "The suite's strength"); the shrinking runs are a few seconds to a minute each.
 
 Each mutant ends as one of (judged on the rules the suite run's reports name):
   caught               the expected property failed and its report names the rule;
@@ -35,6 +35,9 @@ Each mutant ends as one of (judged on the rules the suite run's reports name):
                        a developer to the wrong rule.  A weaker finding, shown distinctly; it fails;
   escaped              every property passed (or was unsupported): a bug in the suite;
   error                the run wrote no report (the adapter could not be loaded, hung, timed out).
+The mutant's line also says when the verdict table (conformance/verdicts.py) does not give the
+broken rule `failed`: a report may name a rule its property does not check, which the verdicts do
+not count (the rule is then `passed` or `inconclusive` on the properties that check it).
 
 A mutant is "caught" for the catch rate when any property failed (the first three).  Progress is
 printed as mutants finish, then a table per area and one per rule (the rule each mutant breaks):
@@ -354,10 +357,13 @@ def describe(r: Result) -> str:
         named = sorted({b for c in r.catches for b in c.blamed}, key=_rule_order)
         line += (f"; WRONG RULE: no report names {r.rule} (they name {', '.join(named) or 'no rule'}; "
                  f"{r.prop}: {r.expected or 'not run'})")
-    if r.shrunk_blamed is not None and set(r.shrunk_blamed) != set(r.blamed):
-        line += f"; shrunk, its report names {', '.join(r.shrunk_blamed) or 'no rule'}"
+    if r.shrunk_blamed is not None and (r.rule in r.blamed) != (r.rule in r.shrunk_blamed):
+        line += (f"; shrunk, its report names {r.rule}" if r.rule in r.shrunk_blamed else
+                 f"; shrunk, its report no longer names {r.rule} ({', '.join(r.shrunk_blamed) or 'no rule'})")
     if r.shrink_error:
         line += f"; not shrunk: {r.shrink_error}"
+    if r.rule_verdict is not None and r.rule_verdict not in (FAILED, XFAIL):
+        line += f"; the verdict table gives {r.rule} {r.rule_verdict!r}"
     return head + line
 
 
@@ -377,6 +383,7 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
         detected = [r for r in rs if r.status in DETECTED]
         return {"mutants": len(rs), "caught": len(detected),
                 "rule_named": sum(r.status in NAMED for r in rs),
+                "verdict_failed": sum(r.rule_verdict in (FAILED, XFAIL) for r in rs),
                 "median_schedules": _median(r.found_after for r in detected),
                 "median_steps": _median(r.steps for r in detected),
                 "by": [{"mutant": r.name, "status": r.status, "property": r.by} for r in rs],
@@ -411,7 +418,8 @@ def _mutant_cell(by: Sequence[dict[str, Any]]) -> str:
 def rate_line(s: dict[str, Any]) -> str:
     t, c = s["total"], s["counts"]
     line = (f"catch rate: {t['caught']}/{t['mutants']} mutants caught ({100 * s['catch_rate']:.0f}%), "
-            f"the broken rule named for {t['rule_named']}; {c[CAUGHT]} by the expected property, "
+            f"the broken rule named for {t['rule_named']} (its verdict 'failed' for {t['verdict_failed']}); "
+            f"{c[CAUGHT]} by the expected property, "
             f"{c[ELSEWHERE]} elsewhere, {c[WRONG_RULE]} on a wrong rule only, {c[ESCAPED]} escaped")
     return line + (f", {c[ERROR]} runs failed" if c[ERROR] else "")
 

@@ -62,10 +62,13 @@ def test_the_shrinking_run_gives_the_size_and_the_rules_of_its_report_apart() ->
     r = S.judge(entry("A"), first, shrunk)
     assert (r.status, r.found_after, r.steps, r.shrunk) == (S.CAUGHT, 120, 6, True)
     assert S.describe(r) == "sources A: caught by test_reader_failover after 120 schedules (6 steps)"
-    # Shrunk, the report names another rule: said, but the status is the suite run's.
+    more = S.judge(entry("A"), first,
+                   report(prop("test_reader_failover", "failed", ("SRC-22", "SRC-7"), 120, 6)))
+    assert S.describe(more) == S.describe(r)  # the rule still named: nothing to say
+    # Shrunk, the report no longer names the rule: said, but the status is the suite run's.
     moved = S.judge(entry("A"), first, report(prop("test_reader_failover", "failed", ("SRC-7",), 120, 4)))
     assert (moved.status, moved.steps, moved.shrunk_blamed) == (S.CAUGHT, 4, ["SRC-7"])
-    assert S.describe(moved).endswith("(4 steps); shrunk, its report names SRC-7")
+    assert S.describe(moved).endswith("(4 steps); shrunk, its report no longer names SRC-22 (SRC-7)")
 
 
 def test_caught_elsewhere_wrong_rule_escaped_and_error() -> None:
@@ -73,6 +76,8 @@ def test_caught_elsewhere_wrong_rule_escaped_and_error() -> None:
                                            prop("test_rescale", "failed", ("SRC-22",), 50, 8),
                                            prop("test_checkpoints", "failed", ("SRC-22",), 10, 5)))
     assert (elsewhere.status, elsewhere.by, elsewhere.found_after) == (S.ELSEWHERE, "test_checkpoints", 10)
+    elsewhere.rule_verdict = "passed"  # the properties that check SRC-22 passed: the verdict table says so
+    assert S.describe(elsewhere).endswith("; the verdict table gives SRC-22 'passed'")
     assert S.describe(elsewhere).startswith("sources B: caught elsewhere: by test_checkpoints, not by "
                                             "test_reader_failover (failed naming SRC-7) after 10 schedules")
 
@@ -135,7 +140,8 @@ def test_summary_per_area_and_per_rule() -> None:
     assert (src22["caught"], src22["mutants"]) == (2, 2)
     assert (src22["median_schedules"], src22["median_steps"]) == (20, 6)
     assert s["total"]["caught"] == 4 and s["catch_rate"] == pytest.approx(0.8)
-    assert S.rate_line(s).startswith("catch rate: 4/5 mutants caught (80%), the broken rule named for 4; ")
+    assert S.rate_line(s).startswith("catch rate: 4/5 mutants caught (80%), the broken rule named for 4 "
+                                     "(its verdict 'failed' for 0); ")
     assert "1 escaped" in S.rate_line(s)
 
 
