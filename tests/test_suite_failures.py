@@ -79,14 +79,7 @@ def test_ordered_mode_reorder_is_reported(run_suite) -> None:  # type: ignore[no
     assert "reproduce: python -m conformance check --adapter tests.wrong_adapters:OrderedAsUnordered" in out
 
 
-# OrderedAsUnordered's first divergence is an admission (unordered emission frees a slot early): its
-# reports name AIO-6, AIO-7 and AIO-9, not AIO-12 (python -m conformance strength finds the same).
-NAMES_ANOTHER_RULE = {"OrderedAsUnordered": "the report names AIO-6, AIO-7, AIO-9, not AIO-12"}
-
-
-@pytest.mark.parametrize("mutant", [
-    pytest.param(m, id=m.name, marks=[pytest.mark.xfail(strict=True, reason=NAMES_ANOTHER_RULE[m.name])]
-                 if m.name in NAMES_ANOTHER_RULE else []) for m in MUTANTS])
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_wrong_async_io_adapter_is_caught(run_suite, mutant) -> None:  # type: ignore[no-untyped-def]
     """Every async I/O mutant (tests/wrong_adapters.py: MUTANTS) fails its property, and its report
     names the rule, before "(the property checks ...)" (unshrunk: the tests above check shrunk reports)."""

@@ -70,7 +70,8 @@ def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
         "watermark": ("AIO-12", "AIO-15", "AIO-16", "AIO-17") if mode == "ordered"
         else ("AIO-13", "AIO-15", "AIO-16", "AIO-17"),
         "status": ("AIO-51",),
-        "invoke": ("AIO-6", "AIO-7", "AIO-9"),
+        # In ordered mode a slot is freed only when its element goes out in order (AIO-12).
+        "invoke": ("AIO-6", "AIO-7", "AIO-9", "AIO-12") if mode == "ordered" else ("AIO-6", "AIO-7", "AIO-9"),
         "timeout": ("AIO-26", "AIO-27", "AIO-31"),
         "checkpoint": ("AIO-44", "AIO-45"),
         "fail": ("AIO-20", "AIO-23", "AIO-28"),

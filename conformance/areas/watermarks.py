@@ -49,7 +49,8 @@ AREA = "watermarks"
 
 _RULES = {
     "record": ("WM-1", "WM-25", "WM-26"),
-    "watermark": ("WM-2", "WM-3", "WM-6", "WM-7", "WM-8", "WM-11", "WM-13", "WM-15", "WM-16"),
+    "watermark": ("WM-2", "WM-3", "WM-4", "WM-5", "WM-6", "WM-7", "WM-8", "WM-10", "WM-11", "WM-13", "WM-15",
+                  "WM-16"),
     "status": ("WM-6", "WM-11", "WM-12", "WM-13", "WM-14"),  # WM-6: the combination of idle splits is idle
     "output_watermark": ("WM-17", "WM-18", "WM-19", "WM-20"),
     "output_status": ("WM-19", "WM-21"),
