@@ -58,6 +58,7 @@ import datetime
 import importlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -292,8 +293,19 @@ def _run(command: list[str], report: Path, timeout: float) -> tuple[dict[str, An
         return None, f"exit status {proc.returncode}, no report: " + " | ".join(tail)
 
 
-def measure(entry: Entry, shrink: str, profile: str | None = None, timeout: float = 3600) -> Result:
-    """Run a mutant's area suite (then, with shrink `catcher`, its catching property with shrinking)."""
+def keep_counterexamples(found: Path, out: Path) -> None:
+    """Copy the counterexamples a run saved (their JSON, not the pictures) into another corpus."""
+    for path in sorted(found.glob("*/*.json")):
+        target = out / path.parent.name / path.name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+
+
+def measure(entry: Entry, shrink: str, profile: str | None = None, timeout: float = 3600,
+            corpus_out: Path | None = None) -> Result:
+    """Run a mutant's area suite (then, with shrink `catcher`, its catching property with shrinking).
+    With `corpus_out`, the (shrunk, when shrinking) counterexamples found are copied there."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="strength-") as tmp:
         work = Path(tmp)
@@ -311,6 +323,8 @@ def measure(entry: Entry, shrink: str, profile: str | None = None, timeout: floa
                     shrink_error = f"{best.prop} did not fail again when shrinking"
         result = judge(entry, report, shrunk, time.monotonic() - started, error)
         result.shrink_error = shrink_error
+        if corpus_out is not None:
+            keep_counterexamples(work / ("corpus-shrunk" if shrunk is not None else "corpus"), corpus_out)
         return result
 
 
@@ -477,6 +491,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the hypothesis profile (default: the suite's default)")
     parser.add_argument("--timeout", type=float, default=3600, metavar="SECONDS",
                         help="the longest one suite run may take (default 3600)")
+    parser.add_argument("--corpus-out", metavar="DIR",
+                        help="copy the counterexamples found (shrunk, when shrinking) into this corpus "
+                             "(conformance/corpus keeps those of the repository's mutants)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="write every result as JSON")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
 
@@ -496,7 +513,9 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     results: dict[Entry, Result] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(measure, e, args.shrink, args.profile, args.timeout): e for e in entries}
+        corpus_out = Path(args.corpus_out) if args.corpus_out else None
+        futures = {pool.submit(measure, e, args.shrink, args.profile, args.timeout, corpus_out): e
+                   for e in entries}
         for future in as_completed(futures):
             result = future.result()
             results[futures[future]] = result
