@@ -22,7 +22,7 @@ that caught the mutant once more, alone, with shrinking: the counterexample's si
 shrunk report no longer names the rule (or names it when the suite run's did not).  `all` shrinks
 every failing property in the suite run itself: the same figures for the catcher at a much higher
 cost, since most mutants fail several properties (one async I/O mutant took 10 minutes so on 2
-cores, a sources one nearly 2).  `no` (--no-shrink) never shrinks: sizes are those of the failing
+cores, one of another area nearly 2).  `no` (--no-shrink) never shrinks: sizes are those of the failing
 schedules as drawn.  With the default the 34 mutants of tests/wrong_*.py take about 13 minutes on 2
 cores (README, "The suite's strength"); the shrinking runs are a few seconds to a minute each.
 
@@ -76,7 +76,8 @@ from spec.area import areas
 SUITE_DIR = Path(__file__).resolve().parent  # the installed conformance package: test_<area>.py
 SHRINK_MODES = ("catcher", "all", "no")
 
-CAUGHT, ELSEWHERE, WRONG_RULE, ESCAPED, ERROR = "caught", "caught elsewhere", "wrong rule", "escaped", "error"
+CAUGHT, ELSEWHERE, WRONG_RULE, ESCAPED = "caught", "caught elsewhere", "wrong rule", "escaped"
+ERROR = "run failed"
 STATUSES = (CAUGHT, ELSEWHERE, WRONG_RULE, ESCAPED, ERROR)
 DETECTED = (CAUGHT, ELSEWHERE, WRONG_RULE)  # some property failed: counted in the catch rate
 NAMED = (CAUGHT, ELSEWHERE)  # ... and a report names the broken rule: the exit status is 0
@@ -400,7 +401,7 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
                 "verdict_failed": sum(r.rule_verdict in (FAILED, XFAIL) for r in rs),
                 "median_schedules": _median(r.found_after for r in detected),
                 "median_steps": _median(r.steps for r in detected),
-                "by": [{"mutant": r.name, "status": r.status, "property": r.by} for r in rs],
+                "by": [{"mutant": r.name, "outcome": r.status, "property": r.by} for r in rs],
                 "not_caught": [r.name for r in rs if r.status not in NAMED]}
     by_area: dict[str, list[Result]] = {}
     by_rule: dict[tuple[str, str], list[Result]] = {}
@@ -421,10 +422,10 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
 def _mutant_cell(by: Sequence[dict[str, Any]]) -> str:
     parts = []
     for b in by:
-        if b["status"] in (ESCAPED, ERROR):
-            parts.append(f"{b['mutant']}: {b['status'].upper()}")
+        if b["outcome"] in (ESCAPED, ERROR):
+            parts.append(f"{b['mutant']}: {b['outcome'].upper()}")
         else:
-            mark = {ELSEWHERE: " (elsewhere)", WRONG_RULE: " (WRONG RULE)"}.get(b["status"], "")
+            mark = {ELSEWHERE: " (elsewhere)", WRONG_RULE: " (WRONG RULE)"}.get(b["outcome"], "")
             parts.append(f"{b['mutant']}: {b['property']}{mark}")
     return "; ".join(parts)
 
@@ -513,7 +514,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     results: dict[Entry, Result] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        corpus_out = Path(args.corpus_out) if args.corpus_out else None
+        corpus_out = Path(args.corpus_out) if getattr(args, "corpus_out", None) else None
         futures = {pool.submit(measure, e, args.shrink, args.profile, args.timeout, corpus_out): e
                    for e in entries}
         for future in as_completed(futures):

@@ -20,10 +20,14 @@ def rule_markers(path: Path) -> dict[str, list[str]]:
     """test function name -> the IDs of its @pytest.mark.rule(...) decorators (read from the source).
 
     A parametrized test without a static rule marker (its cases carry rule marks, such as the spec
-    examples) is left out: the plugin checks those marks when it collects the cases.
+    examples) is left out, and so is a module whose cases pytest_generate_tests makes (the corpus): the
+    plugin checks those marks when it collects the cases.
     """
     out: dict[str, list[str]] = {}
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    if any(isinstance(n, ast.FunctionDef) and n.name == "pytest_generate_tests" for n in tree.body):
+        return out  # its cases are made by pytest_generate_tests, with their own rule marks
+    for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
             ids = [ast.literal_eval(a) for d in node.decorator_list if _mark(d, "rule") for a in d.args]  # type: ignore[attr-defined]
             if ids or not any(_mark(d, "parametrize") for d in node.decorator_list):

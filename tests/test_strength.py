@@ -177,7 +177,7 @@ def test_the_command_prints_progress_tables_and_names_the_escaped(monkeypatch: p
     by_name = {r.name: r for r in results()}
     monkeypatch.setattr(S, "load", lambda modules, only: [Entry("m", Mutant(n, r.prop, r.rule), r.area)
                                                           for n, r in by_name.items()])
-    monkeypatch.setattr(S, "measure", lambda e, shrink, profile, timeout: by_name[e.mutant.name])
+    monkeypatch.setattr(S, "measure", lambda e, shrink, profile, timeout, corpus_out: by_name[e.mutant.name])
     out_json = tmp_path / "strength.json"
     args = argparse.Namespace(modules=["m"], only=[], jobs=2, shrink="catcher", profile=None, timeout=60,
                               json_out=str(out_json), markdown=False)
