@@ -94,7 +94,7 @@ def test_checkpoints_and_restores(conformance: Conformance, data: st.DataObject)
     check(conformance, data, "test_checkpoints_and_restores")
 
 
-@pytest.mark.rule("MB-8", "MB-15")
+@pytest.mark.rule("MB-8", "MB-15", "MB-22")  # MB-22: it draws state retention too, and checks every update
 @pytest.mark.needs("mini_batch.status", "scripted")
 @given(data=st.data())
 def test_idle_statuses(conformance: Conformance, data: st.DataObject) -> None:
