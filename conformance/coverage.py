@@ -5,7 +5,8 @@ An area's conformance module (conformance/areas/<area>.py) may name such states:
 * `COVERAGE: dict[str, float]`: state -> floor, the least share of the area's distinct schedules
   that must reach it in a full run of the area's properties (the default budget and up);
 * `coverage(schedule) -> Iterable[str]`: the states one schedule reaches (it may run the reference
-  model step by step to look inside it).
+  model step by step to look inside it); a ScheduleError it raises (a malformed schedule, drawn for
+  the refusal properties, or a refused configuration) means none.
 
 While properties run, every distinct schedule of the property's own area that they check is
 counted (`Tally.add`; a property of one area that also draws another's schedules, to chain the two,
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.areas import hooks
-from spec.schedule import Schedule
+from spec.schedule import Schedule, ScheduleError
 
 
 def floors(area: str) -> dict[str, float]:
@@ -37,7 +38,10 @@ def reached(schedule: Schedule) -> list[str]:
     states = floors(schedule.area)
     if not states or not hasattr(area, "coverage"):
         return []
-    found = list(dict.fromkeys(area.coverage(schedule)))
+    try:
+        found = list(dict.fromkeys(area.coverage(schedule)))
+    except ScheduleError:  # malformed, or a configuration the operator refuses: no state reached
+        return []
     unknown = [s for s in found if s not in states]
     if unknown:
         raise ValueError(f"conformance/areas/{schedule.area}.py: coverage() names states without a floor: "
