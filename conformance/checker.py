@@ -187,9 +187,25 @@ def compare_scripted(schedule: Schedule, expected: Trace, observed: Trace) -> Mi
         pair = a[i:i + 1] + b[i:i + 1]
         kinds = {e.event for _, events in pair for e in events}
         return Mismatch(f"step {step}: {pair[0][0]} differ (group {i} of the step)",
-                        hooks(schedule.area).rules_for(schedule, sorted(kinds)), step=step,
+                        _rules_of_difference(schedule, step, a[i:i + 1], b[i:i + 1], kinds), step=step,
                         expected=exp.get(step, []), observed=obs.get(step, []))
     return None
+
+
+def _rules_of_difference(schedule: Schedule, step: int, a: Sequence[Group], b: Sequence[Group],
+                         kinds: set[str]) -> tuple[str, ...]:
+    """The rules a difference between two groups of a step concerns: the area's `rules_for_events`
+    hook where it has one and it names rules (it sees the events, so it can tell which field
+    differs), else `rules_for` on the event kinds."""
+    area = hooks(schedule.area)
+    narrow = getattr(area, "rules_for_events", None)
+    if narrow is not None:
+        expected = [e for _, events in a for e in events]
+        observed = [e for _, events in b for e in events]
+        rules = narrow(schedule, step, expected, observed)
+        if rules:
+            return tuple(rules)
+    return tuple(area.rules_for(schedule, sorted(kinds)))
 
 
 # --------------------------------------------------------------------------

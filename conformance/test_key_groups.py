@@ -28,7 +28,9 @@ pytestmark = pytest.mark.area("key_groups")
 
 FEATURES = {
     "test_flink_key_groups": Features(max_steps=16),
+    "test_restore_keeps_keyed_state": Features(max_steps=16),
     "test_spark_hash": Features(spark_hash=True, max_steps=16),
+    "test_pyflink_key_by": Features(pyflink_hash=True, max_steps=16),
     "test_keyed_state_on_rescale": Features(rescale=True, max_steps=20),
     "test_operator_state_on_rescale": Features(operator_state=True, rescale=True, max_steps=24),
     "test_restore_refusals": Features(rescale=True, refusals=True, operator_state=True, max_steps=16),
@@ -39,13 +41,23 @@ def check(conformance: Conformance, data: st.DataObject, f: Features) -> None:
     conformance.check(data.draw(feature_batches(conformance.restrict(f)), label="batch"))
 
 
-@pytest.mark.rule("KG-1", "KG-2", "KG-3", "KG-6", "KG-7", "KG-9", "KG-10", "KG-11", "KG-14")
+@pytest.mark.rule("KG-1", "KG-2", "KG-3", "KG-6", "KG-7", "KG-9", "KG-10", "KG-11")
 @pytest.mark.needs("scripted")
 @given(data=st.data())
 def test_flink_key_groups(conformance: Conformance, data: st.DataObject) -> None:
     """The flink profile: each key's JDK hash code, Flink's murmur finalizer, its key group and the
-    subtask that owns it; null keys refused; restores at the same parallelism keep the state."""
+    subtask that owns it; null keys refused (with checkpoints and restores at the same parallelism
+    where the adapter supports them)."""
     check(conformance, data, FEATURES["test_flink_key_groups"])
+
+
+@pytest.mark.rule("KG-14")
+@pytest.mark.needs("key_groups.restore", "scripted")
+@given(data=st.data())
+def test_restore_keeps_keyed_state(conformance: Conformance, data: st.DataObject) -> None:
+    """Checkpoints and restores at the same parallelism: each subtask gets its own keyed state back,
+    and the updates after the checkpoint are lost."""
+    check(conformance, data, FEATURES["test_restore_keeps_keyed_state"])
 
 
 @pytest.mark.rule("KG-22", "KG-23", "KG-24", "KG-25", "KG-26", "KG-27", "KG-30")
@@ -55,6 +67,15 @@ def test_spark_hash(conformance: Conformance, data: st.DataObject) -> None:
     """The spark profile: Spark's hash() of int, long and string keys (seed 42, the legacy string
     tail), a null key hashing to the seed, the key group by pmod."""
     check(conformance, data, FEATURES["test_spark_hash"])
+
+
+@pytest.mark.rule("KG-33", "KG-2", "KG-3", "KG-9", "KG-10", "KG-11")
+@pytest.mark.needs("key_groups.pyflink_hash", "scripted")
+@given(data=st.data())
+def test_pyflink_key_by(conformance: Conformance, data: st.DataObject) -> None:
+    """The pyflink profile: PyFlink's key_by keys by a one-field Row, whose hash code is 62 plus the
+    key's JDK hash code (31 for null); Flink's murmur finalizer, key group and subtask from it."""
+    check(conformance, data, FEATURES["test_pyflink_key_by"])
 
 
 @pytest.mark.rule("KG-4", "KG-5", "KG-12", "KG-13", "KG-16")

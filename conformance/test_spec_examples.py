@@ -15,7 +15,7 @@ import pytest
 
 from conformance.checker import compare, format_report, free_checkable
 from conformance.examples import Example, load_examples
-from conformance.plugin import Conformance, ConformanceFailure
+from conformance.plugin import Conformance, ConformanceFailure, blame
 from reference import run as reference_run
 from spec.schedule import ScheduleError, Trace, required_capabilities
 
@@ -65,4 +65,5 @@ def test_spec_example(conformance: Conformance, observed: dict[str, Trace], exam
         raise ConformanceFailure(
             f"spec example {example.id} ({example.file}:{example.line}):\n" + format_report(
                 example.schedule, mismatch, adapter_name=conformance.name, adapter_spec=conformance.spec,
-                expected=example.trace, observed=got, property_rules=[example.rule]))
+                expected=example.trace, observed=got, property_rules=[example.rule]),
+            blame(mismatch.rules, [example.rule]))

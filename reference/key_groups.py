@@ -82,6 +82,15 @@ def java_hash_code(key: int | str, type_: str) -> int:
     return int32(h)
 
 
+def pyflink_row_hash_code(key: int | str | None, type_: str) -> int:
+    """KG-33: the hash code of PyFlink's key, `Row.of(key)` (RowUtils.deepHashCodeRow): 31 times the
+    row kind's byte (INSERT: 0) plus the hash of the field array `[key]` (31 + the field's), whose
+    field hash is `Arrays.deepHashCode([key])` (31 + the key's JDK hash code, 0 for null)."""
+    if key is None:
+        return 31
+    return int32(31 + 31 + java_hash_code(key, type_))
+
+
 def flink_murmur(code: int) -> int:
     """KG-2: MathUtils.murmurHash: one round of Murmur3 on an int, seed 0, made non-negative."""
     h = _fmix(_mix_h1(0, _mix_k1(code)), 4)
@@ -173,6 +182,9 @@ def route(key: int | str | None, type_: str, profile: str, max_parallelism: int,
     if profile == "spark":
         h = spark_hash(key, type_)
         kg = h % max_parallelism  # KG-30: pmod (Python's % of a positive modulus is non-negative)
+    elif profile == "pyflink":
+        h = flink_murmur(pyflink_row_hash_code(key, type_))  # KG-33, KG-2
+        kg = h % max_parallelism
     else:
         assert key is not None
         h = flink_murmur(java_hash_code(key, type_))  # KG-1, KG-2, KG-11
@@ -233,7 +245,7 @@ def repartition_operator_state(old: OperatorState, modes: dict[str, str],
 # The model
 # --------------------------------------------------------------------------
 
-Key = tuple[str, int | str | None]  # (type, key); a null key only in the spark profile
+Key = tuple[str, int | str | None]  # (type, key); a null key only in the spark and pyflink profiles
 KeyedState = list[dict[int, dict[Key, int]]]  # per subtask: key group -> key -> sum
 
 

@@ -12,6 +12,12 @@ gives the shared checker (conformance/checker.py) these hooks:
 * `output_keys(events) -> list`: the graph node of each output event, in order;
 * `FREE_MULTISETS: dict[str, tuple[str, ...]]`: event kinds compared as multisets of those fields
   against a FREE adapter.
+
+and optionally
+
+* `rules_for_events(schedule, step, expected, observed) -> tuple[str, ...]`: the rules a difference
+  between these events of one step concerns, narrower than `rules_for` since it sees which field
+  differs; an empty tuple falls back to `rules_for`.
 """
 
 from __future__ import annotations

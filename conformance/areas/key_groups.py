@@ -36,7 +36,7 @@ from spec.areas.key_groups import (
     RestoreStep,
     UpdateStep,
 )
-from spec.schedule import Schedule, Step, Trace, validate_schedule
+from spec.schedule import Event, Schedule, Step, Trace, validate_schedule
 
 AREA = "key_groups"
 IN_FLIGHT = "inflight"  # the async operator's list state of stored elements (AIO-49)
@@ -58,6 +58,34 @@ _RULES = {
 }
 
 _rules_of_kinds = rules_from(_RULES)
+_SPARK_HASH = ("KG-22", "KG-23", "KG-24", "KG-25", "KG-26", "KG-27")
+
+
+def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
+                     observed: Sequence[Event]) -> tuple[str, ...]:
+    """One event each, for an update: the field that differs names the rules.  A null key routed
+    where it is refused, KG-7; for a routed key, the hash (the profile's: KG-11 and KG-2, Spark's
+    hash, or KG-33), then the key group from the hash (KG-1 with the default maximum of KG-9 and
+    KG-10, or KG-30), then the subtask (KG-6), then the sum; a subtask or sum after a restore
+    concerns the restored state too (KG-12..KG-14).  Anything else: the kinds' rules."""
+    if len(expected) != 1 or len(observed) != 1:
+        return ()
+    e, o = expected[0], observed[0]
+    profile = schedule.config.hash
+    if e.event == "null_key" and o.event == "routed" and o.key is None:
+        return ("KG-7",)
+    if e.event != "routed" or o.event != "routed" or (e.key, e.type) != (o.key, o.type):
+        return ()
+    restored = any(isinstance(s, RestoreStep) for s in schedule.steps[:step])
+    after_restore = ("KG-12", "KG-13", "KG-14") if restored else ()
+    if e.hash != o.hash:
+        return {"spark": _SPARK_HASH, "pyflink": ("KG-33", "KG-11", "KG-2")}.get(profile, ("KG-11", "KG-2"))
+    if e.key_group != o.key_group:
+        if profile == "spark":
+            return ("KG-30",)
+        default = ("KG-9", "KG-10") if schedule.config.max_parallelism is None else ()
+        return ("KG-33" if profile == "pyflink" else "KG-1", *default, *(("KG-16",) if restored else ()))
+    return ("KG-6", *after_restore)  # the subtask, or the sum there
 
 
 def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
@@ -227,7 +255,7 @@ def _states(schedule: Schedule, model: Model) -> list[str]:
         broadcast = [n for n, m in before.modes.items() if m == "broadcast"]
         if p > before.parallelism and any(state.get(n) for state in before.operator for n in broadcast):
             found.add(BROADCAST_UP)  # KG-19
-    if refused and any(isinstance(s, UpdateStep) and (s.key is not None or schedule.config.hash == "spark")
+    if refused and any(isinstance(s, UpdateStep) and (s.key is not None or schedule.config.hash != "flink")
                        for s in schedule.steps[last + 1:]):
         found.add(REFUSED_GOES_ON)  # routed (KG-7: a null key is refused by the flink profile)
     return sorted(found)
@@ -243,18 +271,24 @@ class Features:
     """Which parts of the vocabulary a strategy uses."""
 
     spark_hash: bool = False
+    pyflink_hash: bool = False  # the pyflink profile only (KG-33)
     operator_state: bool = False
     rescale: bool = False
     explicit_max: bool = True  # configurations may fix the maximum parallelism
     refusals: bool = False  # restores that break KG-8, KG-15 or KG-16
+    restore: bool = True  # checkpoints and restores at the same parallelism
+    many_subtasks: bool = True  # restores to more than 16 subtasks
     max_steps: int = 16
 
     def restrict(self, capabilities: Mapping[str, str | None], completion_order: str) -> Features:
         """These features without the ones the adapter does not support."""
         ok = lambda cap: unsupported(capabilities, f"key_groups.{cap}") is None  # noqa: E731
         return replace(self, spark_hash=self.spark_hash and ok("spark_hash"),
+                       pyflink_hash=self.pyflink_hash and ok("pyflink_hash"),
                        operator_state=self.operator_state and ok("operator_state"),
-                       rescale=self.rescale and ok("rescale"))
+                       restore=self.restore and ok("restore"),
+                       many_subtasks=self.many_subtasks and ok("many_subtasks"),
+                       rescale=self.rescale and ok("rescale") and ok("restore"))
 
 
 # Keys: small ints and longs (so that keys repeat and sums grow), extremes, and strings of every
@@ -304,13 +338,15 @@ def config_of(n: int, f: Features) -> KeyGroupsConfig:
         options = [m for m in (parallelism, 8, 10, 16, 128) if m >= parallelism]
         max_p = options[(n // 2) % len(options)]
     n //= 10
+    if f.pyflink_hash:
+        return KeyGroupsConfig(parallelism, max_p, "pyflink")
     return KeyGroupsConfig(parallelism, max_p, "spark" if f.spark_hash and n % 2 else "flink")
 
 
 def step_of(n: int, f: Features, config: KeyGroupsConfig, modes: dict[str, str]) -> Step | list[Step]:
     """The step an integer picks (a list: the steps of a compound one, `burst`)."""
     pick, n = n % 10, n // 10
-    if pick <= 4 or (pick <= 6 and not f.operator_state):
+    if pick <= 4 or (pick <= 6 and not f.operator_state) or (pick >= 7 and not f.restore):
         key, type_ = key_of(n // 5)
         return UpdateStep(key, type_, 1 + n % 5)
     if pick == 6 and f.rescale and n % 4 == 3:
@@ -351,7 +387,7 @@ def restore_of(n: int, f: Features, config: KeyGroupsConfig) -> RestoreStep:
     # lists every subtask's range and operator state, so a large one is costly.
     p = (1, 2, 3, 4, 6, min(max_p, 16), max_p)[n % 7]
     n //= 7
-    if p > 16 and n % 4:
+    if p > 16 and (n % 4 or not f.many_subtasks):
         p = 5
     n //= 4
     if f.refusals and n % 4 == 0:

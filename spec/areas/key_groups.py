@@ -23,9 +23,10 @@ from spec.schedule import MARKER, OUTPUT, Event, EventKind, Schedule, ScheduleEr
 
 LOWER_BOUND_MAX_PARALLELISM = 1 << 7  # 128
 UPPER_BOUND_MAX_PARALLELISM = 1 << 15  # 32768
-HASHES = ("flink", "spark")
+HASHES = ("flink", "spark", "pyflink")
 KEY_TYPES = ("int", "long", "string")
 MODES = ("split", "union", "broadcast")
+MANY_SUBTASKS = 16  # a parallelism above this needs key_groups.many_subtasks
 INT_RANGE = (-(2**31), 2**31 - 1)
 LONG_RANGE = (-(2**63), 2**63 - 1)
 
@@ -38,7 +39,8 @@ LONG_RANGE = (-(2**63), 2**63 - 1)
 class KeyGroupsConfig:
     """`parallelism`: the operator's subtasks at the start.
     `max_parallelism`: the number of key groups, configured explicitly; null: the default of KG-9.
-    `hash`: the hash profile, `flink` (KG-1, KG-11) or `spark` (KG-22..KG-28).
+    `hash`: the hash profile, `flink` (KG-1, KG-11), `spark` (KG-22..KG-28) or `pyflink` (KG-33: the
+    key PyFlink's `key_by` routes by, a one-field Row).
     Bounds are the operator's to enforce (KG-8): a configuration outside them is refused."""
 
     parallelism: int = 1
@@ -151,9 +153,21 @@ REASONS = (REFUSED_PARALLELISM, REFUSED_ABOVE_MAX, REFUSED_MAX_CHANGED)
 
 CAPABILITIES = {
     "key_groups.spark_hash": "the `spark` hash profile: Spark's hash() (KG-22..KG-28)",
+    "key_groups.pyflink_hash": "the `pyflink` hash profile: PyFlink's key_by, by a one-field Row (KG-33)",
     "key_groups.operator_state": "operator (non-keyed) list state: split, union, broadcast (KG-17..KG-21)",
-    "key_groups.rescale": "restores at another parallelism (KG-13, KG-15, KG-16)",
+    "key_groups.restore": "checkpoints, and restores at the same parallelism (KG-14)",
+    "key_groups.many_subtasks": f"a parallelism above {MANY_SUBTASKS}, up to the bound of KG-8 (an engine "
+                                "that runs a subtask per unit of parallelism may not have them)",
+    "key_groups.rescale": "restores at another parallelism (KG-13, KG-15, KG-16); needs key_groups.restore",
 }
+
+
+def validate_ok(c: KeyGroupsConfig) -> bool:
+    try:
+        validate_config(c)
+    except ScheduleError:
+        return False
+    return True
 
 
 def required_capabilities(schedule: Schedule) -> frozenset[str]:
@@ -161,12 +175,21 @@ def required_capabilities(schedule: Schedule) -> frozenset[str]:
     caps = set()
     if c.hash == "spark":
         caps.add("key_groups.spark_hash")
+    elif c.hash == "pyflink":
+        caps.add("key_groups.pyflink_hash")
     parallelism = c.parallelism
+    if parallelism > MANY_SUBTASKS and validate_ok(c):
+        caps.add("key_groups.many_subtasks")
     for s in schedule.steps:
         if isinstance(s, AddStateStep):
             caps.add("key_groups.operator_state")
-        elif isinstance(s, RestoreStep) and s.parallelism != parallelism:
-            caps.add("key_groups.rescale")
+        elif isinstance(s, (CheckpointStep, RestoreStep)):
+            caps.add("key_groups.restore")
+        if isinstance(s, RestoreStep):
+            if s.parallelism != parallelism:
+                caps.add("key_groups.rescale")
+            if MANY_SUBTASKS < s.parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+                caps.add("key_groups.many_subtasks")
     return frozenset(caps)
 
 

@@ -34,7 +34,11 @@ from spec.schedule import Schedule, Step
 # Opt-in (spec/adapter.py): every key groups capability this implementation supports.
 CAPABILITIES: dict[str, str | None] = {
     "key_groups.spark_hash": None,
+    "key_groups.pyflink_hash": "the pyflink profile is PyFlink's own key_by (KG-33); this implementation "
+                               "routes as Flink's DataStream API does (the flink profile) or as Spark does",
     "key_groups.operator_state": None,
+    "key_groups.restore": None,
+    "key_groups.many_subtasks": None,
     "key_groups.rescale": None,
 }
 
