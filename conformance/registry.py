@@ -21,6 +21,8 @@ BUILTIN: dict[str, str] = {
     # Spark's own semantics (withWatermark, ...), with the rules where Spark differs as expected
     # failures.
     "spark-native": "adapters.spark_native:SparkNativeAdapter",
+    # Apache Flink itself, through PyFlink on a local mini-cluster (the `pyflink` extra).
+    "pyflink": "adapters.pyflink:PyFlinkAdapter",
 }
 
 

@@ -42,6 +42,7 @@ SHARED = [ROOT / p for p in (
     "reference/__init__.py", "adapters/__init__.py", "adapters/reference.py",
     "adapters/pyspark/__init__.py", "adapters/pyspark/adapter.py", "adapters/pyspark/runtime.py",
     "adapters/pyspark/session.py", "adapters/pyspark/daemon.py", "adapters/spark_native/__init__.py",
+    "adapters/pyflink/__init__.py", "adapters/pyflink/session.py",
     "conformance/__init__.py",
     "conformance/__main__.py",
     "conformance/areas/__init__.py", "conformance/checker.py", "conformance/conftest.py",
