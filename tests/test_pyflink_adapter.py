@@ -1,0 +1,65 @@
+"""The pyflink adapter: one-line errors without apache-flink or Java (in every environment), and,
+where apache-flink is installed, key groups on real Flink jobs."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from conformance.registry import load_adapter
+from spec.adapter import AdapterError
+from spec.schedule import schedule_from_dict
+
+
+def test_without_apache_flink_the_adapter_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyflink", None)  # import pyflink raises ImportError
+    with pytest.raises(AdapterError) as info:
+        load_adapter("pyflink")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "apache-flink is not installed" in message and "conformance-pyflink" in message
+
+
+def test_without_java_the_adapter_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setitem(sys.modules, "pyflink", types.ModuleType("pyflink"))
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))
+    with pytest.raises(AdapterError) as info:
+        load_adapter("pyflink")
+    assert str(info.value) == "pyflink adapter: Java not found (install Java 17 or set JAVA_HOME)"
+
+
+def test_the_adapter_declares_every_area() -> None:
+    """Each area has a module with its capability: supported, or unsupported with a reason."""
+    from adapters.pyflink import PyFlinkAdapter, area_module
+    from spec.area import all_capabilities, areas
+
+    caps = PyFlinkAdapter.capabilities(None)  # type: ignore[arg-type]
+    for name in areas():
+        assert area_module(name) is not None, name
+        assert name in caps, name
+    unknown = set(caps) - set(all_capabilities())
+    assert not unknown, unknown
+    assert PyFlinkAdapter.expected_failures["KG-6"].startswith("PyFlink's key_by keys by Row.of(key)")
+
+
+@pytest.mark.pyflink
+def test_key_groups_on_flink_route_by_row_of_the_key() -> None:
+    """KG-33 on a real Flink job: key 7 (int and long), null and "abc" at parallelism 2, max 128,
+    land on the subtasks of Row.of(key)'s key groups (values from the spec's example); the flink
+    profile puts the same keys on other subtasks than its own key groups say (KG-6)."""
+    pytest.importorskip("pyflink", reason="apache-flink is not installed (tox -e conformance-pyflink)")
+    from adapters.pyflink import key_groups
+
+    steps = [{"op": "update", "key": 7}, {"op": "update", "key": None}, {"op": "update", "key": "abc",
+             "type": "string"}, {"op": "update", "key": 7, "type": "long"}, {"op": "update", "key": 7}]
+    pyflink, flink = (schedule_from_dict({"area": "key_groups", "config": {
+        "parallelism": 2, "max_parallelism": 128, "hash": h}, "steps": steps}) for h in ("pyflink", "flink"))
+    a, b = key_groups.run_batch([pyflink, flink])
+    got = [(e.hash, e.key_group, e.subtask, e.value) for e in a.events]
+    assert got == [(963226257, 17, 0, 1), (1168509563, 123, 1, 1), (336975172, 68, 1, 1),
+                   (963226257, 17, 0, 1), (963226257, 17, 0, 2)]
+    first = b.events[0]
+    assert (first.hash, first.key_group) == (1343918321, 113)  # KG-1's key group, subtask 1 by KG-3
+    assert first.subtask == 0  # but the record went where Row.of(7) sends it
