@@ -146,3 +146,15 @@ def test_progress_line_and_eta() -> None:
     p.update(3, "sources 120")
     assert lines == ["run: 30% done; sources 120; 30 s so far, ETA 1 min 10 s"]
     assert duration(3725) == "1 h 02 min"
+
+
+def test_an_expected_failure_is_not_saved(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A divergence on the adapter's expected failures only is known: reported as an expected
+    failure, not saved (the same runner saves a wrong adapter's counterexample, test above)."""
+    run = suite_runner(pytester, monkeypatch, str(REPO / "conformance"))
+    result = run("--adapter", "tests.wrong_mini_batch:SizeCountsKeysKnown", "--areas", "mini_batch",
+                 "-k", "test_processing_time_bundles", "-rx")
+    out = result.stdout.str()
+    result.assert_outcomes(xfailed=1)
+    assert "counterexample saved to" not in out
+    assert not list((pytester.path / "corpus").rglob("*.json")), out
