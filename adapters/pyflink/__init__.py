@@ -18,26 +18,20 @@ imports `reference/`.  It needs the `pyflink` extra (apache-flink 2.3) and Java 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from adapters import area_module as find_area_module
 from spec.adapter import SCRIPTED
-from spec.area import areas, get_area
+from spec.area import areas
 from spec.schedule import Schedule, Trace
 
 
 @cache
 def area_module(area: str) -> Any:
     """`adapters/pyflink/<area>.py`, or None when the area has none."""
-    get_area(area)
-    try:
-        return importlib.import_module(f"adapters.pyflink.{area}")
-    except ModuleNotFoundError as e:
-        if e.name != f"adapters.pyflink.{area}":
-            raise
-        return None
+    return find_area_module(__name__, area)
 
 
 def expected_failures() -> dict[str, str]:

@@ -9,12 +9,10 @@ Everything the mini-cluster starts binds to 127.0.0.1.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 from typing import Any
 
+from adapters import check_java
 from spec.adapter import AdapterError
 
 # Everything Flink starts listens on loopback only; no web UI is on the classpath.
@@ -38,14 +36,7 @@ def check_prerequisites() -> None:
     except ImportError:
         raise AdapterError("pyflink adapter: apache-flink is not installed "
                            "(pip install '.[pyflink]', or tox -e conformance-pyflink)") from None
-    home = os.environ.get("JAVA_HOME")
-    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    if not java or not os.path.exists(java):
-        raise AdapterError("pyflink adapter: Java not found (install Java 17 or set JAVA_HOME)")
-    try:
-        subprocess.run([java, "-version"], capture_output=True, timeout=60, check=True)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise AdapterError(f"pyflink adapter: `{java} -version` failed: {e}") from None
+    check_java("pyflink")
 
 
 def configuration(**extra: str) -> Any:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from adapters import check_java
 from spec.adapter import AdapterError
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -50,14 +49,7 @@ def _check_pyspark() -> None:
 
 
 def _check_java() -> None:
-    home = os.environ.get("JAVA_HOME")
-    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    if not java or not os.path.exists(java):
-        raise AdapterError("pyspark adapter: Java not found (install Java 17+ or set JAVA_HOME)")
-    try:
-        subprocess.run([java, "-version"], capture_output=True, timeout=60, check=True)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise AdapterError(f"pyspark adapter: `{java} -version` failed: {e}") from None
+    check_java("pyspark")
 
 
 def check_prerequisites() -> None:

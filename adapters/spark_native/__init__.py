@@ -15,29 +15,23 @@ adapter runs two schedules at a time (`parallel`).
 
 from __future__ import annotations
 
-import importlib
 import shutil
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any
 
+from adapters import area_module as find_area_module
 from adapters.pyspark.runtime import scratch_dir
 from spec.adapter import SCRIPTED
-from spec.area import areas, get_area
+from spec.area import areas
 from spec.schedule import Schedule, Trace
 
 
 @cache
 def area_module(area: str) -> Any:
     """`adapters/spark_native/<area>.py`, or None when Spark has no counterpart for the area."""
-    get_area(area)
-    try:
-        return importlib.import_module(f"adapters.spark_native.{area}")
-    except ModuleNotFoundError as e:
-        if e.name != f"adapters.spark_native.{area}":
-            raise
-        return None
+    return find_area_module(__name__, area)
 
 
 class SparkNativeAdapter:
