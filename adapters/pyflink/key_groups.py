@@ -18,9 +18,9 @@ or on the key PyFlink routes by, `Row.of(key)` (profile `pyflink`, KG-33).  A co
 rejected when Flink's own checks refuse it (`KeyGroupRangeAssignment.checkParallelismPreconditions`,
 `computeKeyGroupRangeForOperatorIndex`), without a job.
 
-Measured on the 2-core machine (thread mode): the job for a property's 48 schedules costs 20-60 s,
-about 0.4 s per Python subtask started (a pipeline at parallelism p starts p + 1), and a few
-milliseconds per update; a PyFlink job of one pipeline costs about 2 s.
+Measured on the 2-core machine (thread mode): a PyFlink job costs about 2 s to start plus about
+0.4 s per Python subtask (a pipeline at parallelism p starts p + 1); the area's whole run (a job per
+property, about 20 schedules each, and one for the spec examples) takes about 20 s.
 """
 
 from __future__ import annotations
@@ -59,9 +59,6 @@ EXPECTED_FAILURES: dict[str, str] = {
             "Row.of(null), which is not null (its hash code is 31), so KeyGroupRangeAssignment's "
             "checkNotNull passes (KG-33)",
 }
-
-_TYPES = ("int", "long", "string")
-
 
 def _type_info(type_: str) -> Any:
     from pyflink.common import Types
