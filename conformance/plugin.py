@@ -673,12 +673,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     exc = call.excinfo.value if call.excinfo is not None else None
     state = item.config.stash[_KEY]
+    failure = exc if isinstance(exc, ConformanceFailure) else ConformanceFailure("")
+    blamed = failure.rules or item_rules(item)
     if isinstance(exc, ConformanceFailure) and report.failed:
         # The report shows the shrunk schedule; of hypothesis' notes keep only how to replay it.
         notes = [n for n in getattr(exc, "__notes__", []) if "reproduce_failure" in n or "@seed" in n]
         # A divergence on the adapter's expected failures only is known, not a new counterexample: it
         # stays out of the corpus (else a run of spark-native fills the checkout with Spark's differences).
-        blamed = exc.rules or item_rules(item)
         known = not state.strict and bool(blamed) and all(r in state.expected_failures for r in blamed)
         saved = [f"counterexample not saved: the adapter lists {', '.join(blamed)} as expected failures"] \
             if known else save_counterexample(state, item, exc)
@@ -686,8 +687,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and call.when == "call" and state.conformance is not None \
             and "conformance" in getattr(item, "fixturenames", ()):
         # Which rules failed, and whether the level or the adapter's expected failures excuse it.
-        failure = exc if isinstance(exc, ConformanceFailure) else ConformanceFailure("")
-        blamed = failure.rules or item_rules(item)
         line = failure.reproducer or f"pytest {shlex.quote(item.nodeid)} --adapter {shlex.quote(state.spec)}"
         steps = len(failure.schedule.steps) if failure.schedule is not None else None
         report.user_properties.append(("conformance_failure", {"blamed": blamed, "reproducer": line,

@@ -32,10 +32,10 @@ def test_without_java_the_adapter_says_so_in_one_line(monkeypatch: pytest.Monkey
 
 def test_the_adapter_declares_every_area() -> None:
     """Each area has a module with its capability: supported, or unsupported with a reason."""
-    from adapters.pyflink import PyFlinkAdapter, area_module
+    from adapters.pyflink import PyFlinkAdapter, area_module, capabilities
     from spec.area import all_capabilities, areas
 
-    caps = PyFlinkAdapter.capabilities(None)  # type: ignore[arg-type]
+    caps = capabilities()
     for name in areas():
         assert area_module(name) is not None, name
         assert name in caps, name

@@ -34,6 +34,16 @@ def area_module(area: str) -> Any:
     return find_area_module(__name__, area)
 
 
+def capabilities() -> dict[str, str | None]:
+    """Every area module's CAPABILITIES (its area's capability and its features)."""
+    out: dict[str, str | None] = {}
+    for name in areas():
+        module = area_module(name)
+        if module is not None:
+            out.update(module.CAPABILITIES)
+    return out
+
+
 def expected_failures() -> dict[str, str]:
     out: dict[str, str] = {}
     for name in areas():
@@ -66,12 +76,7 @@ class PyFlinkAdapter:
         jvm()
 
     def capabilities(self) -> Mapping[str, str | None]:
-        out: dict[str, str | None] = {}
-        for name in areas():
-            module = area_module(name)
-            if module is not None:
-                out.update(module.CAPABILITIES)
-        return out
+        return capabilities()
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         by_area: dict[str, list[int]] = {}
