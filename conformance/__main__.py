@@ -21,7 +21,7 @@ import sys
 from conformance.checker import compare, format_report
 from conformance.registry import BUILTIN, load_adapter
 from reference import expected_trace
-from spec.adapter import AdapterError
+from spec.adapter import AdapterError, completion_order
 from spec.schedule import Schedule, ScheduleError, Trace, parse_schedule
 
 # Subcommands with a module of their own: name -> module.
@@ -53,7 +53,7 @@ def run_one(adapter_spec: str, schedule: Schedule) -> tuple[str, str, Trace]:
     adapter = load_adapter(adapter_spec)
     try:
         (trace,) = adapter.run_batch([schedule])
-        return str(adapter.name), str(adapter.completion_order), trace
+        return str(adapter.name), completion_order(adapter, schedule.area), trace
     finally:
         adapter.close()
 

@@ -58,7 +58,16 @@ from conformance.coverage import Tally
 from conformance.progress import Progress
 from conformance.registry import BUILTIN, adapter_attribute, budget_hints, load_adapter
 from reference import expected_trace
-from spec.adapter import DEFAULT_BATCH_SIZE, FREE, SCRIPTED, Adapter, AdapterError, unsupported
+from spec.adapter import (
+    DEFAULT_BATCH_SIZE,
+    FREE,
+    SCRIPTED,
+    Adapter,
+    AdapterError,
+    completion_order,
+    completion_orders,
+    unsupported,
+)
 from spec.area import areas
 from spec.rules import load_rules
 from spec.schedule import Schedule, Trace
@@ -202,29 +211,31 @@ class Conformance:
     def name(self) -> str:
         return str(self.adapter.name)
 
-    @property
-    def completion_order(self) -> str:
-        return str(getattr(self.adapter, "completion_order", SCRIPTED))
+    def completion_order(self, area: str) -> str:
+        """SCRIPTED or FREE: how the adapter completes calls in this area (spec/adapter.py)."""
+        return completion_order(self.adapter, area)
 
     def capabilities(self) -> dict[str, str | None]:
         return dict(self.adapter.capabilities())
 
-    def missing(self, needs: Sequence[str]) -> list[tuple[str, str]]:
-        """The needed capabilities the adapter lacks, with its reasons."""
+    def missing(self, needs: Sequence[str], areas: Sequence[str]) -> list[tuple[str, str]]:
+        """The needed capabilities the adapter lacks, with its reasons; "scripted" in `areas`."""
         caps = self.capabilities()
         out = []
         for need in needs:
             if need == "scripted":
-                if self.completion_order != SCRIPTED:
-                    why = f"the adapter completes calls in its own order ({self.completion_order})"
-                    out.append((need, why))
+                for area in areas:
+                    if (order := self.completion_order(area)) != SCRIPTED:
+                        out.append((need, f"the adapter completes {area} calls in its own order ({order})"))
             elif (reason := unsupported(caps, need)) is not None:
                 out.append((need, reason))
         return out
 
     def restrict(self, features: Any) -> Any:
-        """An area's features without what the adapter cannot run (`features.restrict(caps, order)`)."""
-        return features.restrict(self.capabilities(), self.completion_order)
+        """An area's features without what the adapter cannot run (`features.restrict(caps, order)`);
+        the area is the one whose module (conformance/areas/<area>.py, its AREA) defines them."""
+        area = sys.modules[type(features).__module__].AREA
+        return features.restrict(self.capabilities(), self.completion_order(area))
 
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         """adapter.run_batch in a worker thread; a run longer than the deadline stops the session."""
@@ -281,7 +292,7 @@ class Conformance:
         """Compare one trace with the reference; ConformanceFailure (the full report) if it differs."""
         want = expected_trace(schedule)
         self.validated[str(schedule.area)] += 1
-        mismatch = compare(schedule, want, observed, self.completion_order)
+        mismatch = compare(schedule, want, observed, self.completion_order(schedule.area))
         if mismatch is not None:
             if self.item is not None:
                 self.found_after.setdefault(self.item.nodeid, self.counts[self.item.nodeid])
@@ -555,9 +566,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         sys.stderr.write(f"conformance: cannot load adapter {state.spec!r}: {e}\n")
         sys.stderr.flush()
         pytest.exit(f"cannot load adapter {state.spec!r}", returncode=4)
-    if adapter.completion_order not in (SCRIPTED, FREE):
+    if any(order not in (SCRIPTED, FREE) for order in completion_orders(adapter)):
         sys.stderr.write(f"conformance: adapter {state.spec!r} has completion_order "
-                         f"{adapter.completion_order!r}; use spec.adapter.SCRIPTED or FREE\n")
+                         f"{adapter.completion_order!r}; use spec.adapter.SCRIPTED or FREE, or a mapping "
+                         "of areas to them\n")
         pytest.exit(f"bad adapter {state.spec!r}", returncode=4)
     state.conformance = Conformance(adapter, state.spec, state.deadline, state.batch_size)
     if hasattr(adapter, "prepare"):  # start the engine now, apart from the properties' time
@@ -622,7 +634,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     state.conformance.item = item
     item.user_properties.append(("conformance_rules", item_rules(item)))
     needs = [*item_areas(item), *(c for m in item.iter_markers("needs") for c in m.args)]
-    missing = state.conformance.missing(needs)
+    missing = state.conformance.missing(needs, item_areas(item))
     if missing:
         rules = [r for m in item.iter_markers("rule") for r in m.args]
         why = "; ".join(f"{cap}: {reason}" for cap, reason in missing)

@@ -61,7 +61,7 @@ def observed(conformance: Conformance, request: pytest.FixtureRequest) -> dict[c
     for other in request.session.items:
         callspec = getattr(other, "callspec", None)
         case = callspec.params.get("case") if callspec is not None else None
-        if isinstance(case, corpus.Case) and not conformance.missing([case.area, *needs(case)]):
+        if isinstance(case, corpus.Case) and not conformance.missing([case.area, *needs(case)], [case.area]):
             try:
                 expected_trace(case.schedule)
             except ScheduleError:

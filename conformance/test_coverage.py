@@ -33,8 +33,8 @@ def test_generator_coverage(conformance: Conformance, request: pytest.FixtureReq
         pytest.skip(f"coverage floors: some {area} properties were deselected; the floors apply to them all")
     caps = conformance.capabilities()
     lacking = [c for c in areas()[area].all_capabilities() if unsupported(caps, c) is not None]
-    if lacking or conformance.completion_order != SCRIPTED:
-        why = ", ".join(lacking) or f"completion order {conformance.completion_order}"
+    if lacking or conformance.completion_order(area) != SCRIPTED:
+        why = ", ".join(lacking) or f"completion order {conformance.completion_order(area)}"
         pytest.skip(f"coverage floors: the adapter lacks {why}, so the schedules are drawn without it")
     if not tally.drawn[area]:
         pytest.skip(f"coverage floors: no {area} property drew schedules in this run")

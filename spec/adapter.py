@@ -57,7 +57,9 @@ class Adapter(Protocol):
     """
 
     name: str
-    completion_order: str  # SCRIPTED or FREE
+    # SCRIPTED or FREE, for every area; or a mapping area -> SCRIPTED or FREE for an engine that can
+    # script completions in some areas and not in others (an area it does not name: SCRIPTED).
+    completion_order: str | Mapping[str, str]
 
     def capabilities(self) -> Mapping[str, str | None]:
         """Capability -> None if supported, else the reason it is not; unnamed ones are not declared."""
@@ -73,6 +75,20 @@ class Adapter(Protocol):
 
     def close(self) -> None:
         ...
+
+
+def completion_order(adapter: object, area: str) -> str:
+    """The adapter's completion order in an area (SCRIPTED when it declares none)."""
+    order = getattr(adapter, "completion_order", SCRIPTED)
+    if isinstance(order, Mapping):
+        return str(order.get(area, SCRIPTED))
+    return str(order)
+
+
+def completion_orders(adapter: object) -> list[str]:
+    """Every completion order the adapter declares (to check that each is SCRIPTED or FREE)."""
+    order = getattr(adapter, "completion_order", SCRIPTED)
+    return [str(o) for o in order.values()] if isinstance(order, Mapping) else [str(order)]
 
 
 def unsupported(capabilities: Mapping[str, str | None], capability: str) -> str | None:

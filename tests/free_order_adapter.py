@@ -41,3 +41,19 @@ class FreeOrderAdapter(ReferenceWrapper):
             return trace
         outputs = iter(reverse_segments([e for e in trace.events if e.group == OUTPUT]))
         return Trace(tuple(next(outputs) if e.group == OUTPUT else e for e in trace.events))
+
+
+class FreeInAsyncIoOnly(FreeOrderAdapter):
+    """FREE in async I/O only, SCRIPTED in the other areas (a per-area `completion_order`, as the
+    pyflink adapter declares): their traces are the reference's."""
+
+    completion_order = {"async_io": FREE}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "free-in-async-io"
+
+    def run(self, schedule: Schedule) -> Trace:
+        if schedule.area != "async_io":
+            return ReferenceWrapper.run(self, schedule)
+        return super().run(schedule)

@@ -156,7 +156,21 @@ def test_free_adapter_passes_and_scripted_properties_are_unsupported(run_suite) 
     out = result.stdout.str()
     assert result.ret == 0, out
     assert re.search(r"UNSUPPORTED .*test_capacity_and_admission.*scripted: the adapter completes "
-                     r"calls in its own order \(free\)", out), out
+                     r"async_io calls in its own order \(free\)", out), out
+
+
+def test_completion_order_per_area(run_suite) -> None:  # type: ignore[no-untyped-def]
+    """An adapter FREE in async I/O only: async I/O's scripted properties are unsupported, its
+    unordered output is checked as a partial order, and key groups stay scripted (they run)."""
+    result = run_suite(str(REPO / "conformance" / "test_key_groups.py"), "-v",
+                       "--adapter", "tests.free_order_adapter:FreeInAsyncIoOnly",
+                       "-k", "unordered_mode or capacity_and_admission or test_flink_key_groups")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert re.search(r"UNSUPPORTED .*test_capacity_and_admission.*scripted: the adapter completes "
+                     r"async_io calls in its own order \(free\)", out), out
+    assert re.search(r"test_flink_key_groups PASSED", out), out
+    assert re.search(r"test_unordered_mode PASSED", out), out
 
 
 def test_unknown_rule_id_in_a_marker_is_a_collection_error(pytester: pytest.Pytester,
