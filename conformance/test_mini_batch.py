@@ -28,7 +28,13 @@ from reference import expected_trace
 
 pytestmark = pytest.mark.area("mini_batch")
 
+# Without time: rows only, no `advance`, upstream watermark or end of input (whose watermarks an
+# engine may not show, mini_batch.watermarks), so that bundles end by size alone.
+UNTIMED = {"advance": False, "upstream_watermarks": False, "end": False}
+
 FEATURES = {
+    "test_per_row_changelog": Features(enabled=False, max_steps=24, **UNTIMED),
+    "test_size_bundles": Features(max_steps=30, **UNTIMED),
     "test_per_row_aggregation": Features(enabled=False, status=True, max_steps=24),
     "test_processing_time_bundles": Features(max_steps=30),
     "test_row_time_bundles": Features(rowtime=True, max_steps=30),
@@ -44,8 +50,29 @@ def check(conformance: Conformance, data: st.DataObject, name: str) -> None:
     conformance.check(data.draw(feature_batches(conformance.restrict(FEATURES[name])), label="batch"))
 
 
-@pytest.mark.rule("MB-1", "MB-3", "MB-8", "MB-18", "MB-19", "MB-20", "MB-23", "MB-24", "MB-30")
+@pytest.mark.rule("MB-1", "MB-3", "MB-18", "MB-19", "MB-20", "MB-23", "MB-24", "MB-30")
 @pytest.mark.needs("scripted")
+@given(data=st.data())
+def test_per_row_changelog(conformance: Conformance, data: st.DataObject) -> None:
+    """Mini-batch off (two-phase asked for or not), rows only: every row applied on its own; +I for a
+    new key, -U/+U for a change, -D when the count drops to zero, leading retractions dropped;
+    COUNT, SUM, MIN and MAX with retraction."""
+    check(conformance, data, "test_per_row_changelog")
+
+
+@pytest.mark.rule("MB-9", "MB-10", "MB-11", "MB-17", "MB-18", "MB-19", "MB-20", "MB-21", "MB-22", "MB-23",
+                  "MB-30")
+@pytest.mark.needs("scripted")
+@given(data=st.data())
+def test_size_bundles(conformance: Conformance, data: st.DataObject) -> None:
+    """Mini-batch on, rows only: bundles finished by size alone (records, the last one inside), the
+    count reset each time; one change per key and bundle, in any key order, its inputs applied in
+    arrival order; an unchanged key emits nothing, or +U again with state retention."""
+    check(conformance, data, "test_size_bundles")
+
+
+@pytest.mark.rule("MB-1", "MB-3", "MB-8", "MB-18", "MB-19", "MB-20", "MB-23", "MB-24", "MB-30")
+@pytest.mark.needs("mini_batch.watermarks", "scripted")
 @given(data=st.data())
 def test_per_row_aggregation(conformance: Conformance, data: st.DataObject) -> None:
     """Mini-batch off (two-phase asked for or not): every row applied on its own; +I for a new key,
@@ -56,7 +83,7 @@ def test_per_row_aggregation(conformance: Conformance, data: st.DataObject) -> N
 
 @pytest.mark.rule("MB-4", "MB-5", "MB-9", "MB-10", "MB-11", "MB-12", "MB-14", "MB-16", "MB-17", "MB-18",
                   "MB-19", "MB-20", "MB-21", "MB-22", "MB-23", "MB-30")
-@pytest.mark.needs("scripted")
+@pytest.mark.needs("mini_batch.processing_time", "mini_batch.watermarks", "scripted")
 @given(data=st.data())
 def test_processing_time_bundles(conformance: Conformance, data: st.DataObject) -> None:
     """The processing-time assigner's batches (timers, and before a row); upstream watermarks
@@ -66,7 +93,7 @@ def test_processing_time_bundles(conformance: Conformance, data: st.DataObject) 
 
 
 @pytest.mark.rule("MB-6", "MB-7", "MB-8", "MB-12")
-@pytest.mark.needs("mini_batch.rowtime", "scripted")
+@pytest.mark.needs("mini_batch.rowtime", "mini_batch.watermarks", "scripted")
 @given(data=st.data())
 def test_row_time_bundles(conformance: Conformance, data: st.DataObject) -> None:
     """The row-time assigner: watermarks held to interval ends (Java long arithmetic), MAX at once,
@@ -95,7 +122,7 @@ def test_checkpoints_and_restores(conformance: Conformance, data: st.DataObject)
 
 
 @pytest.mark.rule("MB-8", "MB-15", "MB-22")  # MB-22: it draws state retention too, and checks every update
-@pytest.mark.needs("mini_batch.status", "scripted")
+@pytest.mark.needs("mini_batch.status", "mini_batch.watermarks", "scripted")
 @given(data=st.data())
 def test_idle_statuses(conformance: Conformance, data: st.DataObject) -> None:
     """Statuses pass every operator without finishing a bundle, repeats dropped; while idle, the
@@ -105,7 +132,7 @@ def test_idle_statuses(conformance: Conformance, data: st.DataObject) -> None:
 
 @pytest.mark.rule("MB-13", "MB-15", "MB-25", "MB-26", "MB-29")
 @pytest.mark.needs("mini_batch.rowtime", "mini_batch.two_phase", "mini_batch.checkpoint",
-                   "mini_batch.status", "scripted")
+                   "mini_batch.status", "mini_batch.processing_time", "mini_batch.watermarks", "scripted")
 @given(data=st.data())
 def test_everything_together(conformance: Conformance, data: st.DataObject) -> None:
     """Row time, two phases, checkpoints, crashes, restores and statuses in one schedule."""
@@ -123,7 +150,8 @@ def test_configuration_validation(conformance: Conformance, data: st.DataObject)
 
 
 @pytest.mark.rule("MB-31", "MB-32")
-@pytest.mark.needs("mini_batch.rowtime", "mini_batch.two_phase", "scripted")
+@pytest.mark.needs("mini_batch.rowtime", "mini_batch.two_phase", "mini_batch.processing_time",
+                   "mini_batch.watermarks", "scripted")
 @given(data=st.data())
 def test_equivalences(conformance: Conformance, data: st.DataObject) -> None:
     """One well-formed changelog under mini-batch off, on (both assigners) and two-phase: the same

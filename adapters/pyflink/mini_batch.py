@@ -42,9 +42,9 @@ emits at that probe (the bounded input's end, which is not part of the schedule)
   aggregation (the global bundle counts local accumulators, one per key and local bundle, so a
   probe per row no longer keeps its bundles the schedule's): the capabilities below say so.
 
-Hence the properties that draw `advance` and `watermark` steps (test_per_row_aggregation,
-test_processing_time_bundles) find traces without the reference's `watermark` events, and
-bundles the reference cuts by processing time that Flink, on its wall clock, does not.
+Hence the capabilities `mini_batch.processing_time` and `mini_batch.watermarks` are declared
+unsupported: the suite checks Flink on rows alone (test_per_row_changelog, test_size_bundles, the
+refusals of test_configuration_validation), without `advance`, `watermark` or `end` steps.
 
 **MB-2** is Flink's own: the planner is asked for the job graph of the configuration
 (`explain_sql` with the JSON execution plan), and a refusal is the `rejected` event with Flink's
@@ -74,15 +74,14 @@ from spec.schedule import Event, Schedule, ScheduleError, Trace, rejected
 AREA = "mini_batch"
 
 CAPABILITIES: dict[str, str | None] = {
-    # The area stays unsupported until it has capabilities to leave out what a SQL job cannot be
-    # driven by or show (see the docstring): with it declared, the properties that draw `advance` and
-    # `watermark` steps fail on the adapter's limits, not on Flink's differences.  run_batch works
-    # (tests/test_pyflink_mini_batch.py, on a real job).
-    "mini_batch": "not yet checked by the suite: a SQL job cannot be driven by processing time "
-                  "(`advance`) or upstream watermarks, nor show the watermarks the aggregation forwards "
-                  "(`watermark MAX` at `end`), and the area has no capabilities yet to leave those out of "
-                  "the drawn schedules",
+    "mini_batch": None,
     "mini_batch.config_validation": None,  # the planner's own refusals (MB-2)
+    "mini_batch.processing_time": "Flink's processing-time mini-batch assigner runs on the wall clock, which "
+                                  "a schedule's `advance` cannot move: the job runs with an allow-latency so "
+                                  "long that no timer fires: bundles end by size and at end of input only",
+    "mini_batch.watermarks": "PyFlink has no watermark generator that emits a chosen value at a chosen "
+                             "element (nor MAX before the end), and a SQL sink does not see the watermarks "
+                             "the aggregation forwards (the `watermark MAX` of end of input)",
     "mini_batch.rowtime": "Flink's planner picks the mini-batch assigner itself (spec C4): a plain GROUP BY "
                           "always gets the processing-time assigner; the row-time one comes only with a "
                           "row-time window or join after it, which changes the query",

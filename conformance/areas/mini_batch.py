@@ -247,6 +247,7 @@ class Features:
     checkpoints: bool = False  # checkpoint, crash and restore steps
     status: bool = False  # idle / active statuses
     upstream_watermarks: bool = True
+    advance: bool = True  # `advance` steps (processing time)
     end: bool = True  # schedules end with end of input (some)
     leading: bool = True  # leading retractions of keys that never held a value
     max_steps: int = 24
@@ -256,7 +257,10 @@ class Features:
         ok = lambda cap: unsupported(capabilities, f"mini_batch.{cap}") is None  # noqa: E731
         return replace(self, rowtime=self.rowtime and ok("rowtime"),
                        two_phase=self.two_phase and ok("two_phase"),
-                       checkpoints=self.checkpoints and ok("checkpoint"), status=self.status and ok("status"))
+                       checkpoints=self.checkpoints and ok("checkpoint"), status=self.status and ok("status"),
+                       advance=self.advance and ok("processing_time"),
+                       upstream_watermarks=self.upstream_watermarks and ok("watermarks"),
+                       end=self.end and ok("watermarks"))
 
 
 LATENCIES = (10, 10, 5, 1, 100, 3)
@@ -331,7 +335,7 @@ class _Draft:
         pick, n = n % 22, n // 22
         if pick < 11:
             return self.row(n)
-        if pick < 14:
+        if pick < 14 and f.advance:
             return AdvanceStep((0, 1, 3, 5, 9, 10, 11, 25)[n % 8])
         if pick < 17 and f.upstream_watermarks and not self.idle:
             if n % 25 == 0:

@@ -233,6 +233,10 @@ CAPABILITIES = {
     "mini_batch.checkpoint": "checkpoint, crash and restore steps (MB-13, MB-29)",
     "mini_batch.status": "watermark status steps (MB-8, MB-15)",
     "mini_batch.config_validation": "refusing invalid configurations (MB-2)",
+    "mini_batch.processing_time": "`advance` steps: the processing-time assigner's timers on the schedule's "
+                                  "clock (MB-4)",
+    "mini_batch.watermarks": "upstream watermark steps and end of input, and the watermarks the aggregation "
+                             "forwards at them (MB-5, MB-8, MB-12, MB-14)",
 }
 
 
@@ -252,6 +256,10 @@ def required_capabilities(schedule: Schedule) -> frozenset[str]:
         caps.add("mini_batch.checkpoint")
     if "status" in ops:
         caps.add("mini_batch.status")
+    if "advance" in ops and c.enabled and c.assigner == "proctime":
+        caps.add("mini_batch.processing_time")
+    if ops & {"watermark", "end"}:  # end of input forwards the watermark MAX
+        caps.add("mini_batch.watermarks")
     return frozenset(caps)
 
 

@@ -41,6 +41,8 @@ CAPABILITIES: dict[str, str | None] = {
     "mini_batch.checkpoint": None,
     "mini_batch.status": None,
     "mini_batch.config_validation": None,
+    "mini_batch.processing_time": None,
+    "mini_batch.watermarks": None,
 }
 
 
