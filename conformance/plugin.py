@@ -382,14 +382,16 @@ class _State:
             message = str(report.longrepr[2])
             if UNSUPPORTED in message:
                 reason = message.split(f"{UNSUPPORTED} ", 1)[-1]
-                result = V.ItemResult(report.nodeid, rules, V.UNSUPPORTED, reason=reason)
+                result = V.ItemResult(report.nodeid, rules, V.UNSUPPORTED, reason=reason,
+                                      replay=bool(props.get("conformance_replay")))
         elif report.when == "call" or report.failed:
             failure = props.get("conformance_failure") or {}
             outcome = V.FAILED if report.failed else V.XFAIL if failure else V.PASSED
             result = V.ItemResult(report.nodeid, rules, outcome, int(props.get("conformance_schedules", 0)),
                                   list(failure.get("blamed", rules if report.failed else [])),
                                   failure.get("reproducer"), found_after=props.get("conformance_found_after"),
-                                  counterexample_steps=failure.get("counterexample_steps"))
+                                  counterexample_steps=failure.get("counterexample_steps"),
+                                  replay=bool(props.get("conformance_replay")))
         if result is not None and (result.outcome != V.PASSED or report.nodeid not in self.results):
             self.results[report.nodeid] = result
 
@@ -633,6 +635,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     state.conformance.item = item
     item.user_properties.append(("conformance_rules", item_rules(item)))
+    item.user_properties.append(("conformance_replay", item.get_closest_marker("corpus") is not None))
     needs = [*item_areas(item), *(c for m in item.iter_markers("needs") for c in m.args)]
     missing = state.conformance.missing(needs, item_areas(item))
     if missing:

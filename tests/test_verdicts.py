@@ -52,6 +52,19 @@ def test_inconclusive_expected_and_stale() -> None:
     assert v["AIO-6"].verdict == V.STALE
 
 
+def test_corpus_cases_alone_do_not_pass_a_rule_whose_properties_are_unsupported() -> None:
+    """A corpus case names every rule of the property that found it: passing it shows nothing of a
+    rule whose own properties the adapter cannot run (the rule stays unsupported, with their reason)."""
+    results = [V.ItemResult("case", ["AIO-1", "AIO-2"], V.PASSED, schedules=1, replay=True),
+               V.ItemResult("p", ["AIO-1"], V.UNSUPPORTED, reason="async_io.timeout: not declared"),
+               V.ItemResult("q", ["AIO-2"], V.PASSED, schedules=9)]
+    v = by_id(results)
+    assert (v["AIO-1"].verdict, v["AIO-1"].reason) == (V.UNSUPPORTED, "async_io.timeout: not declared")
+    assert (v["AIO-2"].verdict, v["AIO-2"].schedules) == (V.PASSED, 10)  # its property ran: the case counts
+    only_cases = by_id([V.ItemResult("case", ["AIO-6"], V.PASSED, schedules=1, replay=True)])
+    assert only_cases["AIO-6"].verdict == V.PASSED  # no property of its own was unsupported
+
+
 def test_levels_and_strict() -> None:
     assert V.excused(["AIO-3"], RULES, {}, strict=False) is not None  # SHOULD
     assert V.excused(["AIO-5", "AIO-3"], RULES, {}, strict=False) is not None  # MAY and SHOULD
