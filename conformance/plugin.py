@@ -12,6 +12,9 @@ Options:
   --conformance-deadline SECONDS  how long one run_batch may take before the adapter is reported as
                                   hung; default $CONFORMANCE_DEADLINE or 900
   --conformance-shrink yes|no     shrink failing examples (default: yes, unless the adapter says no)
+  --conformance-keep-going        an adapter whose run_batch raises or returns something that is not
+                                  one trace per schedule fails the property and the run goes on
+                                  (default: the run stops at once, exit code 3)
   --hypothesis-profile NAME       "default" or "thorough" (also $CONFORMANCE_PROFILE)
 
 At the end of a run, a table gives every rule of the areas run its verdict (conformance/verdicts.py).
@@ -40,6 +43,7 @@ import shlex
 import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
@@ -190,10 +194,13 @@ class _Gathering:
 class Conformance:
     """The adapter under test and the checks run against it."""
 
-    def __init__(self, adapter: Adapter, spec: str, deadline: float, batch_size: int = DEFAULT_BATCH_SIZE):
+    def __init__(self, adapter: Adapter, spec: str, deadline: float, batch_size: int = DEFAULT_BATCH_SIZE,
+                 keep_going: bool = False):
         self.adapter = adapter
         self.spec = spec
         self.deadline = deadline
+        self.keep_going = keep_going  # a broken run_batch fails the property instead of the run
+        self.fatal_detail = ""  # the traceback of a run_batch that raised (printed before `fatal`)
         self.item: pytest.Item | None = None
         self.counts: Counter[str] = Counter()  # schedules checked, per property
         self.through_adapter: Counter[str] = Counter()  # of them, run through the adapter
@@ -271,17 +278,34 @@ class Conformance:
             first = (str(raised).strip().splitlines() or [type(raised).__name__])[0]
             self.fatal = f"conformance: adapter {self.name!r} failed: {first}"
             pytest.exit(self.fatal, returncode=3)  # pytest_unconfigure prints it on stderr
+        traces = job.box.get("traces")
         if raised is not None:
+            if not self.keep_going:
+                self._broken(job, f"run_batch raised {type(raised).__name__}: {raised}", raised)
             raise raised
-        traces = job.box["traces"]
-        if len(traces) != len(job.schedules) or not all(isinstance(t, Trace) for t in traces):
-            raise ConformanceFailure(f"adapter {self.name!r}: run_batch returned {len(traces)} value(s) "
-                                     f"for {len(job.schedules)} schedule(s); it must return one Trace "
-                                     "per schedule")
+        if not isinstance(traces, (list, tuple)) or len(traces) != len(job.schedules) \
+                or not all(isinstance(t, Trace) for t in traces):
+            got = f"{len(traces)} value(s)" if isinstance(traces, (list, tuple)) else type(traces).__name__
+            what = (f"run_batch returned {got} for {len(job.schedules)} schedule(s); it must return one "
+                    "Trace per schedule")
+            if not self.keep_going:
+                self._broken(job, what, None)
+            raise ConformanceFailure(f"adapter {self.name!r}: {what}")
         if self.item is not None:
             self.counts[self.item.nodeid] += len(job.schedules)
             self.through_adapter[self.item.nodeid] += len(job.schedules)
         return list(traces)
+
+    def _broken(self, job: _Job, what: str, raised: BaseException | None) -> None:
+        """End the session: the adapter cannot run schedules at all (--conformance-keep-going: go on)."""
+        first = (what.strip().splitlines() or [what])[0]
+        again = reproducer(job.schedules[0], self.spec)
+        self.fatal = (f"conformance: adapter {self.name!r} is broken: {first} (a batch of "
+                      f"{len(job.schedules)}; its first schedule: {again}); the run stops "
+                      "(--conformance-keep-going runs on)")
+        if raised is not None:
+            self.fatal_detail = "".join(traceback.format_exception(raised))
+        pytest.exit(self.fatal, returncode=3)
 
     def property_rules(self) -> list[str]:
         if self.item is None:
@@ -426,6 +450,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "area, ETA (on by itself with the thorough profile)")
     group.addoption("--conformance-shrink", choices=("yes", "no"), default=None,
                     help="shrink failing examples (default: yes, unless the adapter sets `shrink = False`)")
+    group.addoption("--conformance-keep-going", action="store_true", default=False,
+                    help="when the adapter's run_batch raises or returns something that is not one trace "
+                         "per schedule, fail the property and go on (default: stop the run, exit code 3)")
     group.addoption("--conformance-deadline", type=float, default=None, metavar="SECONDS",
                     help="report the adapter as hung when one run_batch takes longer "
                          "(default: $CONFORMANCE_DEADLINE or 900)")
@@ -573,7 +600,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                          f"{adapter.completion_order!r}; use spec.adapter.SCRIPTED or FREE, or a mapping "
                          "of areas to them\n")
         pytest.exit(f"bad adapter {state.spec!r}", returncode=4)
-    state.conformance = Conformance(adapter, state.spec, state.deadline, state.batch_size)
+    state.conformance = Conformance(adapter, state.spec, state.deadline, state.batch_size,
+                                    keep_going=session.config.getoption("conformance_keep_going"))
     if hasattr(adapter, "prepare"):  # start the engine now, apart from the properties' time
         started = time.monotonic()
         try:
@@ -807,5 +835,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """A session ended by a failing adapter says why in one line on stderr, after output capture."""
     state = config.stash.get(_KEY, None)
     if state is not None and state.conformance is not None and state.conformance.fatal:
+        sys.stderr.write(state.conformance.fatal_detail)
         sys.stderr.write(state.conformance.fatal + "\n")
         sys.stderr.flush()

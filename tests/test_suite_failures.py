@@ -134,8 +134,41 @@ def test_adapter_error_from_run_batch_ends_the_session_in_one_line(run_suite) ->
     assert not re.search(r"\d+ (passed|failed)", result.stdout.str())  # no verdicts: the run stopped
 
 
-def test_a_bug_in_run_batch_fails_the_properties_with_its_traceback(run_suite) -> None:  # type: ignore[no-untyped-def]
-    result = run_suite("--adapter", "tests.wrong_adapters:Crashes", "-k", "test_ordered_mode or test_results")
+def test_a_raising_run_batch_stops_the_run_at_its_first_call(run_suite, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The async I/O properties against an adapter whose run_batch raises: the run stops after its first few
+    calls (counted, not timed), with the exception, the adapter and a reproducer of the first
+    schedule, and exit code 3; no property is retried or shrunk on it."""
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("CRASHES_CALLS", str(calls))
+    result = run_suite("--adapter", "tests.wrong_adapters:CountedCrashes")
+    assert result.ret == 3, result.stdout.str()
+    assert 1 <= len(calls.read_text().splitlines()) <= 3
+    err = result.stderr.str()
+    assert "RuntimeError: operator bug: index out of range" in err  # the traceback, then the line
+    last = [line for line in result.stderr.lines if line.strip()][-1]
+    assert last.startswith("conformance: adapter 'CountedCrashes' is broken: run_batch raised RuntimeError: "
+                           "operator bug: index out of range in the unordered queue (a batch of "), last
+    assert "its first schedule: python -m conformance check --adapter tests.wrong_adapters:CountedCrashes " \
+           "--json '{\"area\": \"async_io\"" in last, last
+    assert not re.search(r"\d+ (passed|failed)", result.stdout.str())  # no verdicts: the run stopped
+
+
+@pytest.mark.parametrize(("adapter", "what"), [
+    ("WrongCount", r"run_batch returned \d+ value\(s\) for \d+ schedule\(s\); it must return one Trace"),
+    ("NotTraces", r"run_batch returned \d+ value\(s\) for \d+ schedule\(s\); it must return one Trace"),
+])
+def test_a_run_batch_without_one_trace_per_schedule_stops_the_run(run_suite, adapter: str,  # type: ignore[no-untyped-def]
+                                                                  what: str) -> None:
+    result = run_suite("--adapter", f"tests.wrong_adapters:{adapter}", "-k", "test_ordered_mode")
+    assert result.ret == 3, result.stdout.str()
+    err = [line for line in result.stderr.lines if line.strip()]
+    assert len(err) == 1 and re.match(rf"conformance: adapter '{adapter}' is broken: {what}", err[0]), err
+
+
+def test_keep_going_fails_the_properties_with_the_traceback(run_suite) -> None:  # type: ignore[no-untyped-def]
+    result = run_suite("--adapter", "tests.wrong_adapters:Crashes", "--conformance-keep-going",
+                       "-k", "test_ordered_mode or test_results")
     out = result.stdout.str()
     assert result.ret == 1, out  # test failures, not the session-ending exit 3
     assert re.search(r"2 failed", out), out

@@ -114,6 +114,29 @@ class Crashes(ReferenceWrapper):
         raise RuntimeError("operator bug: index out of range in the unordered queue")
 
 
+class CountedCrashes(Crashes):
+    """Crashes, counting its run_batch calls in the file $CRASHES_CALLS (one line a call)."""
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        with open(os.environ["CRASHES_CALLS"], "a") as f:
+            f.write(f"{len(schedules)}\n")
+        return super().run_batch(schedules)
+
+
+class WrongCount(ReferenceWrapper):
+    """Returns one trace fewer than it was given schedules."""
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        return super().run_batch(schedules)[1:]
+
+
+class NotTraces(ReferenceWrapper):
+    """Returns the events of each trace, not Trace objects."""
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        return [t.events for t in super().run_batch(schedules)]  # type: ignore[misc]
+
+
 def broken() -> object:
     """A factory that cannot build its adapter."""
     raise AdapterError("Java not found (set JAVA_HOME)")
