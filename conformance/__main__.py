@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from conformance.checker import compare, format_report
 from conformance.registry import BUILTIN, load_adapter
@@ -52,8 +53,12 @@ def run_one(adapter_spec: str, schedule: Schedule) -> tuple[str, str, Trace]:
     """One schedule through an adapter: (its name, its completion order, the trace)."""
     adapter = load_adapter(adapter_spec)
     try:
-        (trace,) = adapter.run_batch([schedule])
-        return str(adapter.name), completion_order(adapter, schedule.area), trace
+        traces = adapter.run_batch([schedule])
+        if not isinstance(traces, (list, tuple)) or len(traces) != 1 or not isinstance(traces[0], Trace):
+            got = f"{len(traces)} value(s)" if isinstance(traces, (list, tuple)) else type(traces).__name__
+            raise AdapterError(f"run_batch returned {got} for 1 schedule; it must return one Trace per "
+                               "schedule")
+        return str(adapter.name), completion_order(adapter, schedule.area), traces[0]
     finally:
         adapter.close()
 
@@ -63,12 +68,22 @@ def replay_or_check(args: argparse.Namespace) -> int:
         # A configuration the operator refuses is not malformed: it must give a `rejected` trace.
         schedule = parse_schedule(read_schedule_text(args), validate=False)
         expected = expected_trace(schedule)  # validates; raises ScheduleError for malformed schedules
-        name, order, trace = run_one(args.adapter, schedule)
+    except OSError as e:
+        where = e.filename or args.schedule
+        print(f"conformance {args.command}: {e.strerror or e}: {where}", file=sys.stderr)
+        return 2
     except ScheduleError as e:
         print(f"malformed schedule: {e}", file=sys.stderr)
         return 2
+    try:
+        name, order, trace = run_one(args.adapter, schedule)
     except AdapterError as e:
         print(f"conformance: adapter {args.adapter!r}: {e}", file=sys.stderr)
+        return 3
+    except Exception as e:  # a bug in the adapter: one line, as the suite reports a broken adapter
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(f"conformance: adapter {args.adapter!r} is broken: run_batch raised "
+              f"{type(e).__name__}: {first}", file=sys.stderr)
         return 3
     if args.command == "replay":
         print(trace.to_json(indent=None))
@@ -82,8 +97,15 @@ def replay_or_check(args: argparse.Namespace) -> int:
     return 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments: one line on stderr (the command and the problem; --help for the usage), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (--help for the usage)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m conformance", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, what in (("replay", "print the adapter's trace of a schedule as JSON"),
                        ("check", "compare the adapter's trace of a schedule with the reference")):
