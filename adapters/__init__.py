@@ -17,6 +17,17 @@ from spec.adapter import AdapterError
 from spec.area import get_area
 
 
+def version(distribution: str, label: str) -> str | None:
+    """"<label> <version>" of an installed distribution (an adapter's `version`), or None."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return f"{label} {installed(distribution)}"
+    except PackageNotFoundError:
+        return None
+
+
 def check_java(adapter: str) -> None:
     """Raise AdapterError (one line, naming the adapter) when Java is missing or does not run."""
     home = os.environ.get("JAVA_HOME")

@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 import traceback
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
@@ -386,6 +387,8 @@ class _State:
         self.items_done = 0  # of `properties`
         self.properties: set[str] = set()  # the hypothesis properties of the run (for the progress line)
         self.profile = "default"  # the hypothesis profile
+        self.run: dict[str, Any] = {}  # the header's facts, for the JSON report
+        self.seed = ""  # the run's seed, when the profile is not derandomized (--hypothesis-seed)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect counts, UNSUPPORTED properties and each property's result from reports (works
@@ -509,6 +512,8 @@ def pytest_configure(config: pytest.Config) -> None:
         state.profile = profile
     else:
         state.profile = str(config.getoption("hypothesis_profile"))
+    given = config.getoption("hypothesis_seed", None)
+    state.seed = str(given) if given is not None else str(random.getrandbits(32))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -584,6 +589,32 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
             state.deselected_areas.update(item_areas(item))
 
 
+def header(state: _State, adapter: Adapter) -> list[str]:
+    """What a reader of a CI log needs first: the adapter and its version, what it declares, the
+    hypothesis profile and seed, the areas run."""
+    version = getattr(adapter, "version", None)
+    orders = sorted(set(completion_orders(adapter)))
+    caps = dict(adapter.capabilities())
+    known = list(dict.fromkeys(c for area in state.areas for c in (area, *areas()[area].all_capabilities())))
+    supported = [c for c in known if unsupported(caps, c) is None]
+    lacking = [c for c in known if unsupported(caps, c) is not None]
+    derandomized = settings.default is not None and settings.default.derandomize
+    seed = ("derandomized: the same schedules every run" if derandomized
+            else f"seed {state.seed} (the same schedules again: --hypothesis-seed {state.seed})")
+    state.run = {"adapter_version": version, "completion_order": adapter.completion_order,
+                 "profile": state.profile, "seed": None if derandomized else state.seed,
+                 "capabilities": {c: unsupported(caps, c) for c in known}}
+    return [
+        f"conformance: adapter {adapter.name} ({state.spec}"
+        + (f", version {version}" if version else "") + f"); completion order {', '.join(orders)}",
+        f"conformance: profile {state.profile}, {seed}",
+        f"conformance: areas {', '.join(state.areas)}",
+        f"conformance: capabilities supported ({len(supported)}): {', '.join(supported) or 'none'}",
+        f"conformance: capabilities unsupported ({len(lacking)}, the reasons in the summary): "
+        f"{', '.join(lacking) or 'none'}",
+    ]
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Load the adapter when a collected test uses it; a load failure ends the run with one line."""
     state = session.config.stash[_KEY]
@@ -612,6 +643,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             sys.stderr.flush()
             pytest.exit(f"adapter {state.spec!r} could not start", returncode=4)
         state.startup = time.monotonic() - started
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        for line in header(state, adapter):
+            reporter.write_line(line)
     if session.config.getoption("conformance_progress") or state.profile.startswith("thorough"):
         start_progress(session, state)
 
@@ -686,7 +721,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         return (yield)
     current = settings.default
     if current is not None and not current.derandomize and hasattr(item, "obj"):
-        hypothesis_seed(random.getrandbits(64))(item.obj)  # the replay must draw what this run draws
+        # The replay must draw what this run draws; the run's seed (in the header) gives every
+        # property its own, so --hypothesis-seed with it draws the same schedules again.
+        hypothesis_seed(zlib.crc32(f"{state.seed}:{item.nodeid}".encode()))(item.obj)
     conformance.gathering = _Gathering(conformance, conformance.batch_size,
                                         int(getattr(conformance.adapter, "concurrent_jobs", 1)))
     try:
@@ -824,7 +861,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if state.report_path:
             Path(state.report_path).parent.mkdir(parents=True, exist_ok=True)
             with open(state.report_path, "w", encoding="utf-8") as fh:
-                report = V.report_json(state.spec, state.areas, verdicts, state.results.values())
+                report = V.report_json(state.spec, state.areas, verdicts, state.results.values(), state.run)
                 report["coverage"] = state.tally.to_json()
                 json.dump(report, fh, indent=2)
         if V.run_fails(verdicts, state.strict) and session.exitstatus == 0:

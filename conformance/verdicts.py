@@ -167,11 +167,13 @@ def table(vs: Sequence[Verdict], width: int = 90) -> list[str]:
 
 
 def report_json(adapter: str, areas: Sequence[str], vs: Sequence[Verdict],
-                results: Iterable[ItemResult] = ()) -> dict[str, Any]:
-    """The JSON report (README, "The report"): {"adapter", "areas", "rules": [...], "properties": [...]}:
-    a verdict per rule, and what each property (each case of a parametrized one) showed."""
-    return {"adapter": adapter, "areas": list(areas), "rules": [asdict(v) for v in vs],
-            "properties": [asdict(r) for r in results]}
+                results: Iterable[ItemResult] = (), run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON report (README, "The report"): {"adapter", "areas", "run", "rules": [...],
+    "properties": [...]}: the run's header (adapter version, completion order, profile, seed,
+    capabilities; empty under xdist's controller), a verdict per rule, and what each property (each
+    case of a parametrized one) showed."""
+    return {"adapter": adapter, "areas": list(areas), "run": dict(run or {}),
+            "rules": [asdict(v) for v in vs], "properties": [asdict(r) for r in results]}
 
 
 _RULE_ID = re.compile(r"^[A-Z]+-\d+$")

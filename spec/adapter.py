@@ -48,7 +48,9 @@ class Adapter(Protocol):
     `concurrent_jobs` (default 1), how many `run_batch` calls of gathered batches may run at once,
     for engines whose jobs wait more than they compute (a Spark job waiting for a task retry);
     `shrink` (default True): False when a schedule costs so much that hypothesis should report a
-    failing batch as drawn instead of shrinking it (the report then shows a larger schedule).
+    failing batch as drawn instead of shrinking it (the report then shows a larger schedule);
+    `version`, a string naming what runs the schedules (say "MyEngine 1.4.2"), echoed in the
+    report's header.
 
     `run_batch` is called from one thread at a time (from up to `concurrent_jobs` threads when the
     adapter declares more than one), not always the main thread.  An optional

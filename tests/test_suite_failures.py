@@ -206,6 +206,32 @@ def test_completion_order_per_area(run_suite) -> None:  # type: ignore[no-untype
     assert re.search(r"test_unordered_mode PASSED", out), out
 
 
+def test_the_header_names_adapter_version_profile_seed_areas_and_capabilities(  # type: ignore[no-untyped-def]
+        run_suite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = tmp_path / "report.json"
+    result = run_suite("--adapter", "tests.wrong_adapters:NoTimeouts", "--areas", "async_io",
+                       "-k", "test_ordered_mode", "--conformance-report", str(report))
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    header = [line for line in out.splitlines() if line.startswith("conformance: ")]
+    assert header[0] == ("conformance: adapter NoTimeouts (tests.wrong_adapters:NoTimeouts); "
+                         "completion order scripted"), header
+    assert header[1] == "conformance: profile default, derandomized: the same schedules every run", header
+    assert header[2] == "conformance: areas async_io", header
+    assert header[3].startswith("conformance: capabilities supported (") and "async_io.ordered" in header[3]
+    assert header[4] == ("conformance: capabilities unsupported (2, the reasons in the summary): "
+                         "async_io.timeout, async_io.retry"), header
+    run = json.loads(report.read_text())["run"]
+    assert run["profile"] == "default" and run["seed"] is None and run["completion_order"] == "scripted"
+    assert run["capabilities"]["async_io.timeout"] == "this engine has no processing-time timers"
+
+    monkeypatch.setenv("CONFORMANCE_PROFILE", "thorough")
+    result = run_suite("--adapter", "reference", "--areas", "async_io", "-k", "test_configuration",
+                       "--hypothesis-seed", "1234")
+    assert "conformance: profile thorough, seed 1234 (the same schedules again: --hypothesis-seed 1234)" \
+        in result.stdout.str(), result.stdout.str()
+
+
 def test_unknown_rule_id_in_a_marker_is_a_collection_error(pytester: pytest.Pytester,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(REPO))

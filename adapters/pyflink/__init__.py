@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any
 
 from adapters import area_module as find_area_module
+from adapters import version
 from spec.adapter import SCRIPTED
 from spec.area import areas
 from spec.schedule import Schedule, Trace
@@ -56,6 +57,7 @@ def expected_failures() -> dict[str, str]:
 class PyFlinkAdapter:
     name = "pyflink"
     completion_order = SCRIPTED
+    version = version("apache-flink", "Apache Flink (PyFlink)")
     # Budget hints (spec/adapter.py): a Flink job costs seconds (its Python subtasks start an
     # embedded interpreter each) and a schedule milliseconds, so few examples, every batch of a
     # property in one job, and no shrinking (each step of it would be a job).

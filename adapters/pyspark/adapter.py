@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from adapters import version
 from adapters.pyspark.runtime import InjectedFailure, ScheduleStore, capabilities, run_schedule, scratch_dir
 from adapters.pyspark.session import check_prerequisites
 from spec.adapter import SCRIPTED
@@ -113,6 +114,7 @@ def failure_bound(schedule: Schedule) -> int:
 class PySparkAdapter:
     name = "pyspark"
     completion_order = SCRIPTED
+    version = version("pyspark", "PySpark")
     # Budget hint (spec/adapter.py): a Spark job costs 0.3-0.5 s whatever its size, about 1.5 ms a
     # schedule, and about 0.2 s per round of task retries, as many rounds as its most-failing
     # schedule has failures: so the suite gathers the batches of many examples into few large jobs

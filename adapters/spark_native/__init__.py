@@ -22,6 +22,7 @@ from functools import cache
 from typing import Any
 
 from adapters import area_module as find_area_module
+from adapters import version
 from adapters.pyspark.runtime import scratch_dir
 from spec.adapter import SCRIPTED
 from spec.area import areas
@@ -36,6 +37,7 @@ def area_module(area: str) -> Any:
 
 class SparkNativeAdapter:
     name = "spark-native"
+    version = version("pyspark", "PySpark")
     completion_order = SCRIPTED
     expected_failures = "expected-failures.json"
     # Budget hints (spec/adapter.py): few examples, no shrinking, batches as large as a property's.
