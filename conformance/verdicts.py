@@ -7,9 +7,9 @@ run, each rule of the areas run (and of the schedule vocabulary) gets one verdic
 * `failed`: a property failed on it (the failure report names it), with a one-line reproducer;
 * `expected failure`: it failed and the adapter lists it as an expected failure, with the reason;
 * `stale`: the adapter lists it as an expected failure, but it passed;
-* `unsupported`: every property naming it needs a capability the adapter lacks (the reason), or
-  only corpus cases naming it passed while its properties are unsupported (a case names all the
-  rules of the property that found it);
+* `unsupported`: every property naming it needs a capability the adapter lacks (the reason); corpus
+  cases naming it count only when they fail on it (a case names all the rules of the property that
+  found it);
 * `untested`: the spec marks it Untested and no property names it (the spec's reason);
 * `inconclusive`: the properties naming it failed on other rules before showing anything of it;
 * `not run`: no property naming it ran (deselected, or the run stopped early).
@@ -88,11 +88,11 @@ def verdicts(rules: Mapping[str, Rule], results: Iterable[ItemResult], areas: Se
         failed = [i for i in items if i.outcome in (FAILED, XFAIL) and rule.id in i.blamed]
         passed = [i for i in items if i.outcome == PASSED]
         unsupported = [i for i in items if i.outcome == UNSUPPORTED]
-        if passed and all(i.replay for i in passed) and any(not i.replay for i in unsupported):
-            # A corpus case names every rule of the property that found it, and passing it shows
-            # nothing of a rule whose own properties the adapter cannot run.
-            passed, unsupported = [], [i for i in unsupported if not i.replay]
-            items = unsupported
+        own = [i for i in items if not i.replay]
+        if not failed and own and all(i.outcome == UNSUPPORTED for i in own):
+            # A corpus case names every rule of the property that found it: passing it, or failing
+            # it on other rules, shows nothing of a rule whose own properties the adapter cannot run.
+            items, passed, unsupported = own, [], own
         if failed:
             v.verdict, v.reproducer = FAILED, failed[0].reproducer
             v.reason = f"{len(failed)} of {len(items)} properties naming it failed on it"

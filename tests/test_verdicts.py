@@ -63,6 +63,12 @@ def test_corpus_cases_alone_do_not_pass_a_rule_whose_properties_are_unsupported(
     assert (v["AIO-2"].verdict, v["AIO-2"].schedules) == (V.PASSED, 10)  # its property ran: the case counts
     only_cases = by_id([V.ItemResult("case", ["AIO-6"], V.PASSED, schedules=1, replay=True)])
     assert only_cases["AIO-6"].verdict == V.PASSED  # no property of its own was unsupported
+    other = by_id([V.ItemResult("case", ["AIO-1", "AIO-2"], V.XFAIL, blamed=["AIO-2"], replay=True),
+                   V.ItemResult("p", ["AIO-1"], V.UNSUPPORTED, reason="no timers")])
+    assert (other["AIO-1"].verdict, other["AIO-1"].reason) == (V.UNSUPPORTED, "no timers")  # not inconclusive
+    on_it = by_id([V.ItemResult("case", ["AIO-1"], V.FAILED, blamed=["AIO-1"], reproducer="r", replay=True),
+                   V.ItemResult("p", ["AIO-1"], V.UNSUPPORTED, reason="no timers")])
+    assert on_it["AIO-1"].verdict == V.FAILED  # a case that fails on the rule still says so
 
 
 def test_levels_and_strict() -> None:
