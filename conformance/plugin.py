@@ -589,25 +589,32 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
             state.deselected_areas.update(item_areas(item))
 
 
-def header(state: _State, adapter: Adapter) -> list[str]:
-    """What a reader of a CI log needs first: the adapter and its version, what it declares, the
-    hypothesis profile and seed, the areas run."""
-    version = getattr(adapter, "version", None)
-    orders = sorted(set(completion_orders(adapter)))
+def run_facts(state: _State, adapter: Adapter) -> dict[str, Any]:
+    """What a reader of a CI log needs first (the header, and the JSON report's `run`): the adapter's
+    version and completion order, the hypothesis profile and seed, the capabilities of the areas run."""
     caps = dict(adapter.capabilities())
-    known = list(dict.fromkeys(c for area in state.areas for c in (area, *areas()[area].all_capabilities())))
-    supported = [c for c in known if unsupported(caps, c) is None]
-    lacking = [c for c in known if unsupported(caps, c) is not None]
+    known = dict.fromkeys(c for area in state.areas for c in (area, *areas()[area].all_capabilities()))
     derandomized = settings.default is not None and settings.default.derandomize
-    seed = ("derandomized: the same schedules every run" if derandomized
-            else f"seed {state.seed} (the same schedules again: --hypothesis-seed {state.seed})")
-    state.run = {"adapter_version": version, "completion_order": adapter.completion_order,
-                 "profile": state.profile, "seed": None if derandomized else state.seed,
-                 "capabilities": {c: unsupported(caps, c) for c in known}}
+    return {"adapter_version": getattr(adapter, "version", None),
+            "completion_order": adapter.completion_order, "profile": state.profile,
+            "seed": None if derandomized else state.seed,
+            "capabilities": {c: unsupported(caps, c) for c in known}}
+
+
+def header(state: _State, adapter: Adapter) -> list[str]:
+    """The header's lines, from `state.run` (run_facts)."""
+    run = state.run
+    version, seed = run["adapter_version"], run["seed"]
+    caps = run["capabilities"]
+    supported = [c for c, reason in caps.items() if reason is None]
+    lacking = [c for c, reason in caps.items() if reason is not None]
+    seeding = ("derandomized: the same schedules every run" if seed is None
+               else f"seed {seed} (the same schedules again: --hypothesis-seed {seed})")
     return [
         f"conformance: adapter {adapter.name} ({state.spec}"
-        + (f", version {version}" if version else "") + f"); completion order {', '.join(orders)}",
-        f"conformance: profile {state.profile}, {seed}",
+        + (f", version {version}" if version else "")
+        + f"); completion order {', '.join(sorted(set(completion_orders(adapter))))}",
+        f"conformance: profile {state.profile}, {seeding}",
         f"conformance: areas {', '.join(state.areas)}",
         f"conformance: capabilities supported ({len(supported)}): {', '.join(supported) or 'none'}",
         f"conformance: capabilities unsupported ({len(lacking)}, the reasons in the summary): "
@@ -633,6 +640,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         pytest.exit(f"bad adapter {state.spec!r}", returncode=4)
     state.conformance = Conformance(adapter, state.spec, state.deadline, state.batch_size,
                                     keep_going=session.config.getoption("conformance_keep_going"))
+    state.run = run_facts(state, adapter)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:  # before the engine starts: a CI log shows what runs at once
+        for line in header(state, adapter):
+            reporter.write_line(line)
     if hasattr(adapter, "prepare"):  # start the engine now, apart from the properties' time
         started = time.monotonic()
         try:
@@ -643,10 +655,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             sys.stderr.flush()
             pytest.exit(f"adapter {state.spec!r} could not start", returncode=4)
         state.startup = time.monotonic() - started
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        for line in header(state, adapter):
-            reporter.write_line(line)
     if session.config.getoption("conformance_progress") or state.profile.startswith("thorough"):
         start_progress(session, state)
 
