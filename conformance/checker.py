@@ -32,7 +32,17 @@ from dataclasses import dataclass, field
 from conformance.areas import hooks
 from spec.adapter import FREE
 from spec.area import KeyOrder, get_area
-from spec.schedule import EFFECT, OUTPUT, Event, Schedule, Step, Trace, config_to_dict, step_to_dict
+from spec.schedule import (
+    EFFECT,
+    OUTPUT,
+    Event,
+    Schedule,
+    ScheduleError,
+    Step,
+    Trace,
+    config_to_dict,
+    step_to_dict,
+)
 
 
 @dataclass
@@ -144,8 +154,13 @@ def _steps_in_order(schedule: Schedule, trace: Trace) -> Mismatch | None:
 
 def _rejection(schedule: Schedule, expected: Trace, observed: Trace) -> Mismatch | None:
     """A refused configuration gives exactly one `rejected` event (the area's rejecting rules)."""
-    rules = get_area(schedule.area).rejecting_rules
+    area = get_area(schedule.area)
+    rules = area.rejecting_rules
     if expected.rejected and not observed.rejected:
+        try:  # the rule the configuration breaks, when the area's check names one of its rejecting rules
+            area.validate_config(schedule.config)
+        except ScheduleError as e:
+            rules = (e.rule,) if e.rule in rules else rules
         return Mismatch("the configuration must be refused (a single 'rejected' event)", rules,
                         step=-1, expected=list(expected.events), observed=list(observed.events)[:6])
     if observed.rejected and not expected.rejected:

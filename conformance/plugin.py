@@ -21,6 +21,11 @@ At the end of a run, a table gives every rule of the areas run its verdict (conf
 
 Markers:
   @pytest.mark.rule("XY-12", ...)    the spec rules a property checks (an unknown ID is a collection error)
+  @pytest.mark.rule("XY-13", needs=["scripted", ...])
+                                     rules the property checks only when the adapter has these needs
+                                     (else they are UNSUPPORTED for it, with the reason, and the
+                                     property runs for its other rules; with none left, it is
+                                     UNSUPPORTED)
   @pytest.mark.area("name")          the area a property belongs to; the adapter must declare it
   @pytest.mark.needs("name.feature", "scripted", ...)
                                      the adapter capabilities a property needs; "scripted" means the
@@ -309,9 +314,11 @@ class Conformance:
         pytest.exit(self.fatal, returncode=3)
 
     def property_rules(self) -> list[str]:
+        """The rules the current property checks against this adapter (`claimed_rules`)."""
         if self.item is None:
             return []
-        return [r for m in self.item.iter_markers("rule") for r in m.args]
+        props: dict[str, Any] = dict(self.item.user_properties)
+        return list(props.get("conformance_rules", item_rules(self.item)))
 
     def verify(self, schedule: Schedule, observed: Trace) -> None:
         """Compare one trace with the reference; ConformanceFailure (the full report) if it differs."""
@@ -421,6 +428,10 @@ class _State:
                                   replay=bool(props.get("conformance_replay")))
         if result is not None and (result.outcome != V.PASSED or report.nodeid not in self.results):
             self.results[report.nodeid] = result
+        if report.when == "call":  # rules the property names but cannot show with this adapter
+            for rule, why in dict(props.get("conformance_rules_lacking") or {}).items():
+                self.results[f"{report.nodeid} [{rule}]"] = V.ItemResult(report.nodeid, [rule], V.UNSUPPORTED,
+                                                                         reason=why)
 
     def ran(self) -> list[V.ItemResult]:
         return [r for r in self.results.values() if r.outcome != V.UNSUPPORTED]
@@ -462,7 +473,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def item_rules(item: pytest.Item) -> list[str]:
+    """Every rule the property's `rule` markers name."""
     return [r for m in item.iter_markers("rule") for r in m.args]
+
+
+def lacking_rules(item: pytest.Item, conformance: Conformance) -> dict[str, str]:
+    """Rule -> why the adapter cannot show it, for the rules of a `rule` marker with `needs`
+    (`@pytest.mark.rule("XY-13", needs=["scripted"])`: the property checks XY-13 only with a
+    SCRIPTED adapter, for instance when a FREE one is drawn no schedule that could break it)."""
+    out: dict[str, str] = {}
+    for m in item.iter_markers("rule"):
+        missing = conformance.missing(list(m.kwargs.get("needs", ())), item_areas(item))
+        for r in m.args if missing else ():
+            out[r] = "; ".join(f"{cap}: {reason}" for cap, reason in missing)
+    return out
 
 
 def item_areas(item: pytest.Item) -> list[str]:
@@ -705,14 +729,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if state.conformance is None or "conformance" not in getattr(item, "fixturenames", ()):
         return
     state.conformance.item = item
-    item.user_properties.append(("conformance_rules", item_rules(item)))
+    rules, lacking = item_rules(item), lacking_rules(item, state.conformance)
+    claimed = [r for r in rules if r not in lacking]
+    # Every rule when the property does not run (it is unsupported for all of them), else the ones it checks.
+    item.user_properties.append(("conformance_rules", claimed or rules))
+    name = state.conformance.name
+    item.user_properties.append(("conformance_rules_lacking", {
+        r: f"[{r}] adapter {name!r} lacks {why}" for r, why in lacking.items()} if claimed else {}))
     item.user_properties.append(("conformance_replay", item.get_closest_marker("corpus") is not None))
     needs = [*item_areas(item), *(c for m in item.iter_markers("needs") for c in m.args)]
     missing = state.conformance.missing(needs, item_areas(item))
-    if missing:
-        rules = [r for m in item.iter_markers("rule") for r in m.args]
-        why = "; ".join(f"{cap}: {reason}" for cap, reason in missing)
-        pytest.skip(f"{UNSUPPORTED} [{', '.join(rules)}] adapter {state.conformance.name!r} lacks {why}")
+    if missing or (rules and not claimed):
+        why = "; ".join([f"{cap}: {reason}" for cap, reason in missing]
+                        + list(dict.fromkeys(lacking.values())) * (not missing))
+        pytest.skip(f"{UNSUPPORTED} [{', '.join(rules)}] adapter {name!r} lacks {why}")
 
 
 @pytest.hookimpl(wrapper=True)

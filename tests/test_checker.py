@@ -23,6 +23,7 @@ from spec.areas.async_io import (
     CompleteStep,
     EndStep,
     RecordStep,
+    RetryConfig,
     StatusStep,
     WatermarkStep,
     event,
@@ -133,8 +134,11 @@ def test_scripted_rejects_running_a_config_that_must_be_refused() -> None:
     s = Schedule("async_io", AsyncIoConfig(capacity=0), (RecordStep(1, None),))
     expected = Trace((event(-1, "rejected", reason="AIO-1: capacity must be positive"),))
     m = compare(s, expected, Trace((invoke(0, 0),)), SCRIPTED)
-    assert m is not None and "AIO-1" in m.rules
+    assert m is not None and m.rules == ("AIO-1",)  # the rule the configuration breaks, not AIO-3 too
     assert compare(s, expected, Trace((event(-1, "rejected", reason="any text"),)), SCRIPTED) is None
+    no_timeout = Schedule("async_io", AsyncIoConfig(capacity=1, retry=RetryConfig()), (RecordStep(1, None),))
+    m = compare(no_timeout, expected, Trace((invoke(0, 0),)), FREE)
+    assert m is not None and m.rules == ("AIO-3",)
 
 
 def test_scripted_rejects_events_out_of_step_order() -> None:

@@ -130,7 +130,8 @@ def test_not_json_is_sch_2() -> None:
 def test_required_capabilities() -> None:
     s = parse_schedule(json.dumps(FULL))
     assert required_capabilities(s) == {"async_io", "async_io.unordered", "async_io.timeout",
-                                        "async_io.retry", "async_io.checkpoint", "async_io.status"}
+                                        "async_io.retry", "async_io.checkpoint", "async_io.status",
+                                        "async_io.watermarks"}
     assert required_capabilities(schedule_from_dict(_steps(REC))) == {"async_io", "async_io.ordered"}
     refused = schedule_from_dict(_steps(config={"capacity": 0}), validate=False)
     assert required_capabilities(refused) == {"async_io", "async_io.ordered", "async_io.config_validation"}

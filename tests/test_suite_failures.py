@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from conformance.plugin import Conformance
 from spec.area import areas
-from tests.wrong_adapters import MUTANTS
+from spec.schedule import parse_schedule
+from tests.wrong_adapters import MUTANTS, NotTraces, WrongCount
 
 pytest_plugins = ["pytester"]
 
@@ -121,7 +123,7 @@ def test_unsupported_properties_are_listed_with_reason(run_suite) -> None:  # ty
 
 def test_hanging_adapter_is_reported_as_a_hang(run_suite) -> None:  # type: ignore[no-untyped-def]
     result = run_suite("--adapter", "tests.wrong_adapters:Hangs", "--conformance-deadline", "1",
-                       "-k", "test_ordered_mode")
+                       "-k", "test_configuration")
     assert result.ret == 3
     assert "adapter 'Hangs' hung" in result.stdout.str() + result.stderr.str()
 
@@ -154,24 +156,31 @@ def test_a_raising_run_batch_stops_the_run_at_its_first_call(run_suite, tmp_path
     assert not re.search(r"\d+ (passed|failed)", result.stdout.str())  # no verdicts: the run stopped
 
 
-@pytest.mark.parametrize(("adapter", "what"), [
-    ("WrongCount", r"run_batch returned \d+ value\(s\) for \d+ schedule\(s\); it must return one Trace"),
-    ("NotTraces", r"run_batch returned \d+ value\(s\) for \d+ schedule\(s\); it must return one Trace"),
-])
-def test_a_run_batch_without_one_trace_per_schedule_stops_the_run(run_suite, adapter: str,  # type: ignore[no-untyped-def]
-                                                                  what: str) -> None:
-    result = run_suite("--adapter", f"tests.wrong_adapters:{adapter}", "-k", "test_ordered_mode")
-    assert result.ret == 3, result.stdout.str()
-    err = [line for line in result.stderr.lines if line.strip()]
-    assert len(err) == 1 and re.match(rf"conformance: adapter '{adapter}' is broken: {what}", err[0]), err
+@pytest.mark.parametrize("wrong", [WrongCount, NotTraces])
+def test_a_run_batch_without_one_trace_per_schedule_stops_the_run(wrong: type) -> None:
+    """A run_batch that returns one value too few, or values that are not traces, ends the session with
+    exit code 3 and one line naming the adapter, what it returned and the batch's first schedule
+    (in-process; the session's end itself is checked with a raising adapter above)."""
+    name = f"tests.wrong_adapters:{wrong.__name__}"
+    suite = Conformance(wrong(), name, deadline=60)
+    schedule = parse_schedule(json.dumps(
+        {"area": "async_io", "config": {"mode": "ordered", "capacity": 1}, "steps": [{"op": "end"}]}))
+    with pytest.raises(pytest.exit.Exception) as stopped:
+        suite.run_batch([schedule, schedule])
+    assert stopped.value.returncode == 3
+    assert re.fullmatch(
+        rf"conformance: adapter '{wrong.__name__}' is broken: run_batch returned \d value\(s\) for 2 "
+        r"schedule\(s\); it must return one Trace per schedule \(a batch of 2; its first schedule: "
+        rf"python -m conformance check --adapter {name} --json '.*'\); the run stops "
+        r"\(--conformance-keep-going runs on\)", stopped.value.msg), stopped.value.msg
 
 
 def test_keep_going_fails_the_properties_with_the_traceback(run_suite) -> None:  # type: ignore[no-untyped-def]
     result = run_suite("--adapter", "tests.wrong_adapters:Crashes", "--conformance-keep-going",
-                       "-k", "test_ordered_mode or test_results")
+                       "-k", "test_configuration")
     out = result.stdout.str()
-    assert result.ret == 1, out  # test failures, not the session-ending exit 3
-    assert re.search(r"2 failed", out), out
+    assert result.ret == 1, out  # a test failure, not the session-ending exit 3
+    assert re.search(r"1 failed", out), out
     assert "RuntimeError: operator bug: index out of range" in out
 
 
@@ -184,12 +193,20 @@ def test_schedule_counts_are_summarised(run_suite) -> None:  # type: ignore[no-u
 
 
 def test_free_adapter_passes_and_scripted_properties_are_unsupported(run_suite) -> None:  # type: ignore[no-untyped-def]
+    """A FREE adapter: scripted properties are unsupported, and so are the rules a property names with
+    `needs=["scripted"]` (AIO-21 of test_results), while its other rules pass (AIO-18, AIO-19)."""
     result = run_suite("--adapter", "tests.free_order_adapter:FreeOrderAdapter",
-                       "-k", "unordered_mode or capacity_and_admission or end_of_input")
+                       "-k", "test_results or capacity_and_admission or end_of_input")
     out = result.stdout.str()
     assert result.ret == 0, out
     assert re.search(r"UNSUPPORTED .*test_capacity_and_admission.*scripted: the adapter completes "
                      r"async_io calls in its own order \(free\)", out), out
+    assert re.search(r"UNSUPPORTED conformance/test_async_io.py::test_results: \[AIO-21\] adapter "
+                     r"'free-order' lacks scripted: the adapter completes async_io calls", out), out
+    assert re.search(r"^AIO-21 +MUST +unsupported +\[AIO-21\]", out, re.M), out
+    assert re.search(r"^AIO-18 +MUST +passed", out, re.M), out
+    assert re.search(r"^AIO-19 +MUST +passed", out, re.M), out
+    assert re.search(r"test_results \[AIO-18, AIO-19\]: \d+ schedules", out), out  # AIO-21 is not claimed
 
 
 def test_completion_order_per_area(run_suite) -> None:  # type: ignore[no-untyped-def]
@@ -225,8 +242,8 @@ def test_the_header_names_adapter_version_profile_seed_areas_and_capabilities(  
     assert run["profile"] == "default" and run["seed"] is None and run["completion_order"] == "scripted"
     assert run["capabilities"]["async_io.timeout"] == "this engine has no processing-time timers"
 
-    monkeypatch.setenv("CONFORMANCE_PROFILE", "thorough")
-    result = run_suite("--adapter", "reference", "--areas", "async_io", "-k", "test_configuration",
+    monkeypatch.setenv("CONFORMANCE_PROFILE", "thorough")  # the header comes before the tests: collect only
+    result = run_suite("--adapter", "reference", "--areas", "async_io", "--collect-only",
                        "--hypothesis-seed", "1234")
     assert "conformance: profile thorough, seed 1234 (the same schedules again: --hypothesis-seed 1234)" \
         in result.stdout.str(), result.stdout.str()

@@ -160,10 +160,10 @@ class StaleExpectedFailure(ReferenceWrapper):
 
 
 class DeclaresLittle(ReferenceWrapper):
-    """Declares the async I/O area and ordered mode only: every other capability is not declared."""
+    """Declares the async I/O area, ordered mode and watermarks only; no other capability is declared."""
 
     def capabilities(self) -> Mapping[str, str | None]:
-        return {"async_io": None, "async_io.ordered": None}
+        return {"async_io": None, "async_io.ordered": None, "async_io.watermarks": None}
 
 
 class LogsItsBatches(ReferenceWrapper):

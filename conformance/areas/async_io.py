@@ -336,7 +336,8 @@ class Features:
         """
         ok = lambda cap: unsupported(capabilities, f"async_io.{cap}") is None  # noqa: E731
         f = replace(self, modes=tuple(m for m in self.modes if ok(m)))
-        f = replace(f, statuses=f.statuses and ok("status"), timeouts=f.timeouts and ok("timeout"),
+        f = replace(f, watermarks=f.watermarks and ok("watermarks"), statuses=f.statuses and ok("status"),
+                    timeouts=f.timeouts and ok("timeout"),
                     checkpoints=f.checkpoints and ok("checkpoint"))
         f = replace(f, retries=f.retries and f.timeouts and ok("retry"))
         if completion_order == FREE:

@@ -215,6 +215,7 @@ EVENTS = (
 CAPABILITIES = {
     "async_io.ordered": "ordered output mode (AIO-12)",
     "async_io.unordered": "unordered output mode (AIO-13, AIO-14)",
+    "async_io.watermarks": "watermark steps and the watermarks in the output (AIO-12, AIO-15..AIO-17)",
     "async_io.timeout": "timeouts and the timeout handler (AIO-26..AIO-32)",
     "async_io.retry": "retry strategies (AIO-33..AIO-41)",
     "async_io.checkpoint": "checkpoint, crash and restore steps (AIO-44..AIO-48)",
@@ -237,6 +238,8 @@ def required_capabilities(schedule: Schedule) -> frozenset[str]:
     ops = {s.op for s in schedule.steps}
     if ops & {"checkpoint", "crash", "restore"}:
         caps.add("async_io.checkpoint")
+    if "watermark" in ops:
+        caps.add("async_io.watermarks")
     if "status" in ops:
         caps.add("async_io.status")
     return frozenset(caps)

@@ -47,6 +47,7 @@ from spec.schedule import Schedule, Step
 CAPABILITIES: dict[str, str | None] = {
     "async_io.ordered": None,
     "async_io.unordered": None,
+    "async_io.watermarks": None,
     "async_io.timeout": None,
     "async_io.retry": None,
     "async_io.checkpoint": None,
