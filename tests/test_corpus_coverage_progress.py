@@ -107,10 +107,7 @@ def test_the_coverage_test_fails_below_a_floor(pytester: pytest.Pytester,
     assert result.ret == 1, out[-3000:]
     assert re.search(r"FAILED .*test_coverage.py::test_generator_coverage\[key_groups\]", out), out[-3000:]
     assert "floor 100.00%" in out
-    ok = run("--adapter", "reference", "--areas", "key_groups", "--corpus", "none", "-v")
-    assert ok.ret == 0, ok.stdout.str()[-3000:]
-    assert re.search(r"test_coverage.py::test_generator_coverage\[key_groups\] PASSED", ok.stdout.str())
-    assert "BELOW FLOOR" not in ok.stdout.str()
+    # With the real floors the same test passes: CI's `pytest conformance --adapter reference` checks it.
 
 
 def test_tally_counts_distinct_schedules_and_names_shortfalls(monkeypatch: pytest.MonkeyPatch) -> None:
