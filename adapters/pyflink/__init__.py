@@ -7,6 +7,8 @@ discovery), each with
 
 * `CAPABILITIES`: the area's capability and its features, None when supported, else the reason;
 * `EXPECTED_FAILURES`: rule ID -> how Flink (or PyFlink) differs from the rule, found by running it;
+* `COMPLETION_ORDER` (optional): FREE where the area's calls complete in Flink's own order, not the
+  schedule's (SCRIPTED when absent);
 * `run_batch(schedules) -> list[Trace]`: every schedule of the batch in as few Flink jobs as the
   area allows (a job costs seconds, a schedule a few milliseconds).
 
@@ -24,7 +26,6 @@ from typing import Any
 
 from adapters import area_module as find_area_module
 from adapters import version
-from spec.adapter import SCRIPTED
 from spec.area import areas
 from spec.schedule import Schedule, Trace
 
@@ -54,9 +55,16 @@ def expected_failures() -> dict[str, str]:
     return out
 
 
+def completion_orders() -> dict[str, str]:
+    """Each area module's COMPLETION_ORDER where it has one (FREE: Flink completes the calls in its own
+    order); an area without one is SCRIPTED (spec/adapter.py)."""
+    return {name: module.COMPLETION_ORDER for name in areas()
+            if (module := area_module(name)) is not None and hasattr(module, "COMPLETION_ORDER")}
+
+
 class PyFlinkAdapter:
     name = "pyflink"
-    completion_order = SCRIPTED
+    completion_order = completion_orders()
     version = version("apache-flink", "Apache Flink (PyFlink)")
     # Budget hints (spec/adapter.py): a Flink job costs seconds (its Python subtasks start an
     # embedded interpreter each) and a schedule milliseconds, so few examples, every batch of a
