@@ -87,12 +87,13 @@ def verdicts(rules: Mapping[str, Rule], results: Iterable[ItemResult], areas: Se
         v = Verdict(rule.id, rule_area(rule.id), rule.level, NOT_RUN)
         failed = [i for i in items if i.outcome in (FAILED, XFAIL) and rule.id in i.blamed]
         passed = [i for i in items if i.outcome == PASSED]
-        unsupported = [i for i in items if i.outcome == UNSUPPORTED]
+        # By node ID: the reason shown is the same however the properties ran (xdist, order).
+        unsupported = sorted((i for i in items if i.outcome == UNSUPPORTED), key=lambda i: i.nodeid)
         own = [i for i in items if not i.replay]
         if not failed and own and all(i.outcome == UNSUPPORTED for i in own):
             # A corpus case names every rule of the property that found it: passing it, or failing
             # it on other rules, shows nothing of a rule whose own properties the adapter cannot run.
-            items, passed, unsupported = own, [], own
+            items, passed, unsupported = own, [], sorted(own, key=lambda i: i.nodeid)
         if failed:
             v.verdict, v.reproducer = FAILED, failed[0].reproducer
             v.reason = f"{len(failed)} of {len(items)} properties naming it failed on it"

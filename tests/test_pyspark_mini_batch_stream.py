@@ -17,6 +17,7 @@ A schedule costs seconds (a query per incarnation, about a second a micro-batch)
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -206,7 +207,9 @@ FEATURES = [Features(checkpoints=True, status=True, max_steps=16, two_phase=True
 DRAWN = st.one_of(*(schedules(f).filter(_worth_a_query) for f in FEATURES))
 
 
-@settings(max_examples=3, deadline=None, derandomize=True, database=None,
+# A drawn schedule is a query (about 14 s): two in the default run, more in `tox -e thorough`.
+@settings(max_examples=2 if os.environ.get("CONFORMANCE_PROFILE", "default") == "default" else 8,
+          deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                  HealthCheck.filter_too_much])
 @given(schedule=DRAWN)

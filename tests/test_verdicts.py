@@ -103,3 +103,10 @@ def test_expected_failures_are_validated(tmp_path: Path) -> None:
                          (["AIO-1"], "must map"), (str(tmp_path / "missing.json"), "not a JSON object")):
         with pytest.raises(V.ExpectedFailuresError, match=message):
             V.load_expected_failures(bad, RULES)
+
+
+def test_the_reason_of_an_unsupported_rule_does_not_depend_on_the_order_of_results() -> None:
+    """Under xdist results arrive in any order: the reason shown is the first property's by node ID."""
+    results = [V.ItemResult("conformance/test_b.py::p", ["AIO-5"], V.UNSUPPORTED, reason="second"),
+               V.ItemResult("conformance/test_a.py::p", ["AIO-5"], V.UNSUPPORTED, reason="first")]
+    assert by_id(results)["AIO-5"].reason == by_id(results[::-1])["AIO-5"].reason == "first"
