@@ -1,4 +1,4 @@
-"""Implementations under test.  Each adapter implements spec.adapter.Adapter.
+"""Implementations under test.  Each adapter implements flink_semantics.spec.adapter.Adapter.
 
 Built-in adapters: `reference` (adapters/reference.py, the model itself) and `pyspark`
 (adapters/pyspark/, a real implementation on Apache Spark).  Adapters import `spec` only; the
@@ -13,8 +13,8 @@ import shutil
 import subprocess
 from typing import Any
 
-from spec.adapter import AdapterError
-from spec.area import get_area
+from flink_semantics.spec.adapter import AdapterError
+from flink_semantics.spec.area import get_area
 
 
 def version(distribution: str, label: str) -> str | None:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import reference
-from adapters import version
-from spec.adapter import SCRIPTED
-from spec.area import all_capabilities
-from spec.schedule import Schedule, Trace
+from flink_semantics.adapters import version
+from flink_semantics.spec.adapter import SCRIPTED
+from flink_semantics.spec.area import all_capabilities
+from flink_semantics.spec.schedule import Schedule, Trace
+
+from flink_semantics import reference
 
 
 class ReferenceAdapter:
     name = "reference"
     completion_order = SCRIPTED
-    version = version("flink-semantics-conformance", "the suite's reference model")
+    version = version("flink-semantics", "the suite's reference model")
 
     def capabilities(self) -> Mapping[str, str | None]:
         return {name: None for name in all_capabilities()}  # the oracle supports every area by definition

@@ -29,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from adapters.pyspark.async_io import async_map  # noqa: E402
-from adapters.pyspark.session import get_spark  # noqa: E402
-from conformance.progress import Progress  # noqa: E402
+from flink_semantics.adapters.pyspark.async_io import async_map  # noqa: E402
+from flink_semantics.adapters.pyspark.session import get_spark  # noqa: E402
+from flink_semantics.conformance.progress import Progress  # noqa: E402
 
 
 def _measure(out: Any) -> tuple[float, float]:

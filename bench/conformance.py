@@ -43,18 +43,17 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from flink_semantics.adapters.pyspark.adapter import PySparkAdapter, failure_bound, run_partition  # noqa: E402
+from flink_semantics.adapters.pyspark.runtime import LocalScriptedAdapter, ScheduleStore, capabilities  # noqa: E402
+from flink_semantics.adapters.pyspark.session import get_spark, max_task_failures  # noqa: E402
+from flink_semantics.conformance.areas.async_io import Features, schedules  # noqa: E402
+from flink_semantics.conformance.checker import compare  # noqa: E402
+from flink_semantics.conformance.strategies import batches  # noqa: E402
+from flink_semantics.reference import expected_trace  # noqa: E402
+from flink_semantics.spec.adapter import SCRIPTED  # noqa: E402
+from flink_semantics.spec.schedule import Schedule, Trace  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
-from adapters.pyspark.adapter import PySparkAdapter, failure_bound, run_partition  # noqa: E402
-from adapters.pyspark.runtime import LocalScriptedAdapter, ScheduleStore, capabilities  # noqa: E402
-from adapters.pyspark.session import get_spark, max_task_failures  # noqa: E402
-from conformance.areas.async_io import Features, schedules  # noqa: E402
-from conformance.checker import compare  # noqa: E402
-from conformance.strategies import batches  # noqa: E402
-from reference import expected_trace  # noqa: E402
-from spec.adapter import SCRIPTED  # noqa: E402
-from spec.schedule import Schedule, Trace  # noqa: E402
 
 # The feature sets of the suite's properties (conformance/test_async_io.py), drawn in equal shares.
 PROPERTIES: dict[str, Features] = {

@@ -36,11 +36,10 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import networkx as nx  # noqa: E402
-
-from adapters.pyspark.key_groups.engine import flink_key_group, key_group_range  # noqa: E402
-from adapters.pyspark.key_groups.spark import with_key_groups  # noqa: E402
-from adapters.pyspark.key_groups.stream import redistribute_keyed  # noqa: E402
-from adapters.pyspark.session import get_spark  # noqa: E402
+from flink_semantics.adapters.pyspark.key_groups.engine import flink_key_group, key_group_range  # noqa: E402
+from flink_semantics.adapters.pyspark.key_groups.spark import with_key_groups  # noqa: E402
+from flink_semantics.adapters.pyspark.key_groups.stream import redistribute_keyed  # noqa: E402
+from flink_semantics.adapters.pyspark.session import get_spark  # noqa: E402
 
 MAX_P = 128
 RESCALES = [(2, 3), (3, 2), (4, 8), (8, 4), (3, 5), (1, 4), (6, 1), (16, 128)]

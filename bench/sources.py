@@ -32,9 +32,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from adapters.pyspark.adapter import PySparkAdapter  # noqa: E402
-from adapters.pyspark.runtime import LocalScriptedAdapter  # noqa: E402
-from spec.schedule import schedule_from_dict, trace_from_dict  # noqa: E402
+from flink_semantics.adapters.pyspark.adapter import PySparkAdapter  # noqa: E402
+from flink_semantics.adapters.pyspark.runtime import LocalScriptedAdapter  # noqa: E402
+from flink_semantics.spec.schedule import schedule_from_dict, trace_from_dict  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "sources.jsonl.gz"
 
@@ -63,7 +63,7 @@ def through(adapter: Any, schedules: list[Any], traces: list[Any], batch: int) -
 
 
 def failover_cost(spark: Any, jobs: int, restarts: int) -> tuple[float, float]:
-    from adapters.pyspark.sources.faults import generate, run
+    from flink_semantics.adapters.pyspark.sources.faults import generate, run
 
     plan, _ = generate(jobs, 0, seed=11)
     times = []
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--restarts", type=int, default=4)
     args = parser.parse_args()
-    from adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.session import get_spark
 
     schedules, traces = corpus()
     failing = sum(any(s.op in ("fail", "fail_enumerator", "rescale") for s in x.steps) for x in schedules)

@@ -28,17 +28,16 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from flink_semantics.adapters.pyspark.adapter import PySparkAdapter  # noqa: E402
+from flink_semantics.adapters.pyspark.runtime import LocalScriptedAdapter, capabilities  # noqa: E402
+from flink_semantics.adapters.pyspark.watermarks.engine import StatusWatermarkValve  # noqa: E402
+from flink_semantics.conformance.areas.watermarks import feature_batches  # noqa: E402
+from flink_semantics.conformance.test_watermarks import FEATURES  # noqa: E402
+from flink_semantics.reference import expected_trace  # noqa: E402
+from flink_semantics.spec.adapter import SCRIPTED  # noqa: E402
+from flink_semantics.spec.schedule import Schedule  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
-from adapters.pyspark.adapter import PySparkAdapter  # noqa: E402
-from adapters.pyspark.runtime import LocalScriptedAdapter, capabilities  # noqa: E402
-from adapters.pyspark.watermarks.engine import StatusWatermarkValve  # noqa: E402
-from conformance.areas.watermarks import feature_batches  # noqa: E402
-from conformance.test_watermarks import FEATURES  # noqa: E402
-from reference import expected_trace  # noqa: E402
-from spec.adapter import SCRIPTED  # noqa: E402
-from spec.schedule import Schedule  # noqa: E402
 
 
 def _summary(values: list[float], unit: str, digits: int = 1) -> str:

@@ -1,10 +1,10 @@
 """Command line of the conformance suite.
 
-    python -m conformance replay SCHEDULE.json --adapter NAME     print the adapter's trace as JSON
-    python -m conformance check SCHEDULE.json --adapter NAME      compare it with the reference
-    python -m conformance draw SCHEDULE.json [--adapter NAME]     draw its timeline (SVG and PNG)
-    python -m conformance matrix REPORT.json ...                  rules x adapters, Markdown and HTML
-    python -m conformance strength MODULE ...                     run deliberately wrong adapters
+    python -m flink_semantics.conformance replay SCHEDULE.json --adapter NAME   the adapter's trace as JSON
+    python -m flink_semantics.conformance check SCHEDULE.json --adapter NAME    compare it with the reference
+    python -m flink_semantics.conformance draw SCHEDULE.json [--adapter NAME]   its timeline (SVG and PNG)
+    python -m flink_semantics.conformance matrix REPORT.json ...                rules x adapters
+    python -m flink_semantics.conformance strength MODULE ...                   run wrong adapters
 
 SCHEDULE.json may be `-` for stdin, or give the schedule inline with --json '<text>'.
 replay and check exit with 0 conforms (or replayed), 1 does not conform, 2 malformed schedule,
@@ -19,14 +19,15 @@ import importlib
 import sys
 from typing import NoReturn
 
-from conformance.checker import compare, format_report
-from conformance.registry import BUILTIN, load_adapter
-from reference import expected_trace
-from spec.adapter import AdapterError, completion_order
-from spec.schedule import Schedule, ScheduleError, Trace, parse_schedule
+from flink_semantics.conformance.checker import compare, format_report
+from flink_semantics.conformance.registry import BUILTIN, load_adapter
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.adapter import AdapterError, completion_order
+from flink_semantics.spec.schedule import Schedule, ScheduleError, Trace, parse_schedule
 
 # Subcommands with a module of their own: name -> module.
-MODULES = {"draw": "conformance.draw", "matrix": "conformance.matrix", "strength": "conformance.strength"}
+MODULES = {"draw": "flink_semantics.conformance.draw", "matrix": "flink_semantics.conformance.matrix",
+           "strength": "flink_semantics.conformance.strength"}
 
 
 def read_schedule_text(args: argparse.Namespace) -> str:
@@ -105,7 +106,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m conformance", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m flink_semantics.conformance", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, what in (("replay", "print the adapter's trace of a schedule as JSON"),
                        ("check", "compare the adapter's trace of a schedule with the reference")):

@@ -29,10 +29,10 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from conformance.areas import hooks
-from spec.adapter import FREE
-from spec.area import KeyOrder, get_area
-from spec.schedule import (
+from flink_semantics.conformance.areas import hooks
+from flink_semantics.spec.adapter import FREE
+from flink_semantics.spec.area import KeyOrder, get_area
+from flink_semantics.spec.schedule import (
     EFFECT,
     OUTPUT,
     Event,
@@ -329,7 +329,7 @@ def _window(events: Sequence[Event], step: int, radius: int = 1) -> list[Event]:
 
 
 def reproducer(schedule: Schedule, adapter_spec: str) -> str:
-    return (f"python -m conformance check --adapter {shlex.quote(adapter_spec)} "
+    return (f"python -m flink_semantics.conformance check --adapter {shlex.quote(adapter_spec)} "
             f"--json {shlex.quote(schedule.to_json())}")
 
 

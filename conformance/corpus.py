@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spec.schedule import Schedule, ScheduleError, Trace, schedule_from_dict, trace_from_dict
+from flink_semantics.spec.schedule import Schedule, ScheduleError, Trace, schedule_from_dict, trace_from_dict
 
 DEFAULT = Path(__file__).resolve().parent / "corpus"
 OFF = "none"

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.areas import hooks
-from spec.schedule import Schedule, ScheduleError
+from flink_semantics.conformance.areas import hooks
+from flink_semantics.spec.schedule import Schedule, ScheduleError
 
 
 def floors(area: str) -> dict[str, float]:

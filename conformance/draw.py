@@ -1,6 +1,6 @@
 """Draw a schedule's timeline, or a counterexample's: an SVG and a PNG, with matplotlib.
 
-    python -m conformance draw FILE [--adapter NAME] [-o STEM]
+    python -m flink_semantics.conformance draw FILE [--adapter NAME] [-o STEM]
 
 FILE is a schedule (JSON with "steps"; `-` for stdin, or --json '<schedule>') or a saved
 counterexample (JSON with "schedule", "expected" and optionally "observed", "adapter", "rules",
@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from spec.area import DEFAULT_TIMELINE, Area, Mark, Timeline, get_area
-from spec.schedule import Event, Schedule, ScheduleError, Step, Trace, step_to_dict
+from flink_semantics.spec.area import DEFAULT_TIMELINE, Area, Mark, Timeline, get_area
+from flink_semantics.spec.schedule import Event, Schedule, ScheduleError, Step, Trace, step_to_dict
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -416,7 +416,7 @@ class DrawError(ValueError):
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from conformance.__main__ import add_schedule_arguments
+    from flink_semantics.conformance.__main__ import add_schedule_arguments
 
     add_schedule_arguments(parser, adapter_default=None)
     parser.add_argument("-o", "--output", metavar="STEM",
@@ -424,7 +424,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _events(value: Any, area: str, what: str) -> Trace:
-    from spec.schedule import trace_from_dict
+    from flink_semantics.spec.schedule import trace_from_dict
 
     if not isinstance(value, list):
         raise DrawError(f"{what} must be a list of events")
@@ -436,7 +436,7 @@ def _events(value: Any, area: str, what: str) -> Trace:
 
 def load(data: Any) -> tuple[Schedule, Trace | None, dict[str, Any]]:
     """A bare schedule or a saved counterexample -> (schedule, its expected trace if saved, the rest)."""
-    from spec.schedule import schedule_from_dict
+    from flink_semantics.spec.schedule import schedule_from_dict
 
     if not isinstance(data, dict):
         raise DrawError("expected a JSON object: a schedule or a saved counterexample")
@@ -457,10 +457,10 @@ def load(data: Any) -> tuple[Schedule, Trace | None, dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.__main__ import read_schedule_text, run_one
-    from conformance.checker import compare
-    from reference import expected_trace
-    from spec.adapter import SCRIPTED, AdapterError
+    from flink_semantics.conformance.__main__ import read_schedule_text, run_one
+    from flink_semantics.conformance.checker import compare
+    from flink_semantics.reference import expected_trace
+    from flink_semantics.spec.adapter import SCRIPTED, AdapterError
 
     where = args.schedule if args.json is None and args.schedule not in (None, "-") else None
     try:

@@ -7,7 +7,7 @@ backticked configuration (`key=value …`) and backticked numbered steps (`0 <st
 trace is the indented block after it, or the backticked `@…` spans inside it.  `0..100 <step {i}>`
 and `@0..99 <event {i}>` stand for runs, `{i}` being the step index.  The tests write their own
 cases in the same notation, one item a line: `notation(area)` serves them; traces are compared by
-`conformance.checker.compare_scripted`, the suite's own comparison.
+`flink_semantics.conformance.checker.compare_scripted`, the suite's own comparison.
 
 An example of a malformed schedule has the one trace line `@3 refused XY-4` (`@config refused …`
 for the configuration): the step and the rule of its refusal.
@@ -28,9 +28,16 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from spec.area import Area, areas, get_area
-from spec.rules import parse_rules
-from spec.schedule import Event, Schedule, ScheduleError, Trace, schedule_from_dict, validate_schedule
+from flink_semantics.spec.area import Area, areas, get_area
+from flink_semantics.spec.rules import parse_rules
+from flink_semantics.spec.schedule import (
+    Event,
+    Schedule,
+    ScheduleError,
+    Trace,
+    schedule_from_dict,
+    validate_schedule,
+)
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 

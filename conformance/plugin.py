@@ -58,17 +58,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, event, settings
-from hypothesis import seed as hypothesis_seed
-
-from conformance import corpus
-from conformance import verdicts as V
-from conformance.checker import compare, format_report, reproducer
-from conformance.coverage import Tally
-from conformance.progress import Progress
-from conformance.registry import BUILTIN, adapter_attribute, budget_hints, load_adapter
-from reference import expected_trace
-from spec.adapter import (
+from flink_semantics.conformance import corpus
+from flink_semantics.conformance import verdicts as V
+from flink_semantics.conformance.checker import compare, format_report, reproducer
+from flink_semantics.conformance.coverage import Tally
+from flink_semantics.conformance.progress import Progress
+from flink_semantics.conformance.registry import BUILTIN, adapter_attribute, budget_hints, load_adapter
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.adapter import (
     DEFAULT_BATCH_SIZE,
     FREE,
     SCRIPTED,
@@ -78,9 +75,11 @@ from spec.adapter import (
     completion_orders,
     unsupported,
 )
-from spec.area import areas
-from spec.rules import load_rules
-from spec.schedule import Schedule, Trace
+from flink_semantics.spec.area import areas
+from flink_semantics.spec.rules import load_rules
+from flink_semantics.spec.schedule import Schedule, Trace
+from hypothesis import HealthCheck, Phase, event, settings
+from hypothesis import seed as hypothesis_seed
 
 # --------------------------------------------------------------------------
 # Hypothesis profiles
@@ -659,8 +658,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         pytest.exit(f"cannot load adapter {state.spec!r}", returncode=4)
     if any(order not in (SCRIPTED, FREE) for order in completion_orders(adapter)):
         sys.stderr.write(f"conformance: adapter {state.spec!r} has completion_order "
-                         f"{adapter.completion_order!r}; use spec.adapter.SCRIPTED or FREE, or a mapping "
-                         "of areas to them\n")
+                         f"{adapter.completion_order!r}; use flink_semantics.spec.adapter.SCRIPTED or FREE, "
+                         "or a mapping of areas to them\n")
         pytest.exit(f"bad adapter {state.spec!r}", returncode=4)
     state.conformance = Conformance(adapter, state.spec, state.deadline, state.batch_size,
                                     keep_going=session.config.getoption("conformance_keep_going"))
@@ -829,7 +828,7 @@ def save_counterexample(state: _State, item: pytest.Item, failure: ConformanceFa
         return [f"counterexample not saved: {e}"]
     lines = [f"counterexample {'saved to' if new else 'already in the corpus:'} {path}"]
     try:
-        from conformance.draw import draw_counterexample
+        from flink_semantics.conformance.draw import draw_counterexample
 
         name = state.conformance.name if state.conformance else state.spec
         pictures = draw_counterexample(case.schedule, case.expected, case.observed, case.step,

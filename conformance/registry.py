@@ -10,19 +10,19 @@ import os
 import sys
 from typing import Any
 
-from spec.adapter import DEFAULT_BATCH_SIZE, Adapter, AdapterError
+from flink_semantics.spec.adapter import DEFAULT_BATCH_SIZE, Adapter, AdapterError
 
 BUILTIN: dict[str, str] = {
-    "reference": "adapters.reference:ReferenceAdapter",
-    "pyspark": "adapters.pyspark:PySparkAdapter",
+    "reference": "flink_semantics.adapters.reference:ReferenceAdapter",
+    "pyspark": "flink_semantics.adapters.pyspark:PySparkAdapter",
     # The PySpark implementations and conformance runs without Spark: fast and independent of
     # the reference, so a large budget costs seconds.
-    "pyspark-local": "adapters.pyspark.runtime:LocalScriptedAdapter",
+    "pyspark-local": "flink_semantics.adapters.pyspark.runtime:LocalScriptedAdapter",
     # Spark's own semantics (withWatermark, ...), with the rules where Spark differs as expected
     # failures.
-    "spark-native": "adapters.spark_native:SparkNativeAdapter",
+    "spark-native": "flink_semantics.adapters.spark_native:SparkNativeAdapter",
     # Apache Flink itself, through PyFlink on a local mini-cluster (the `pyflink` extra).
-    "pyflink": "adapters.pyflink:PyFlinkAdapter",
+    "pyflink": "flink_semantics.adapters.pyflink:PyFlinkAdapter",
 }
 
 

@@ -12,10 +12,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from flink_semantics.reference import run as reference_run
+from flink_semantics.spec.schedule import ScheduleError, schedule_from_dict
 from hypothesis import strategies as st
-
-from reference import run as reference_run
-from spec.schedule import ScheduleError, schedule_from_dict
 
 T = TypeVar("T")
 

@@ -1,6 +1,7 @@
 """The suite's strength: run the deliberately wrong adapters (mutants) and see which the suite catches.
 
-    python -m conformance strength MODULE ... [-n JOBS] [--shrink catcher|all|no | --no-shrink]
+    python -m flink_semantics.conformance strength MODULE ... [-n JOBS]
+                                   [--shrink catcher|all|no | --no-shrink]
                                    [--only NAME,...] [--profile NAME] [--timeout SECONDS]
                                    [--json OUT] [--markdown]
 
@@ -70,8 +71,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.verdicts import FAILED, UNSUPPORTED, XFAIL
-from spec.area import areas
+from flink_semantics.conformance.verdicts import FAILED, UNSUPPORTED, XFAIL
+from flink_semantics.spec.area import areas
 
 SUITE_DIR = Path(__file__).resolve().parent  # the installed conformance package: test_<area>.py
 SHRINK_MODES = ("catcher", "all", "no")
@@ -167,7 +168,8 @@ def load(modules: Sequence[str], only: Iterable[str] = ()) -> list[Entry]:
             raise UsageError(f"cannot import {module_name}: {e}") from None
         mutants = getattr(module, "MUTANTS", None)
         if not isinstance(mutants, (list, tuple)) or not all(isinstance(m, Mutant) for m in mutants):
-            raise UsageError(f"{module_name} has no MUTANTS list of conformance.strength.Mutant")
+            raise UsageError(f"{module_name} has no MUTANTS list of "
+                             "flink_semantics.conformance.strength.Mutant")
         for m in mutants:
             if not hasattr(module, m.name):
                 raise UsageError(f"{module_name} lists mutant {m.name!r} but does not define it")

@@ -11,10 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from conformance.areas.async_io import (
+from flink_semantics.conformance.areas.async_io import (
     Features,
     config_schedules,
     default_capacity_schedules,
@@ -22,12 +19,14 @@ from conformance.areas.async_io import (
     malformed_schedules,
     schedules,
 )
-from conformance.areas.key_groups import in_flight_problems, in_flight_schedule
-from conformance.plugin import Conformance
-from conformance.strategies import batches, malformed_batches, refusal_problems
-from reference import expected_trace
-from spec.areas.async_io import validate_config
-from spec.schedule import ScheduleError
+from flink_semantics.conformance.areas.key_groups import in_flight_problems, in_flight_schedule
+from flink_semantics.conformance.plugin import Conformance
+from flink_semantics.conformance.strategies import batches, malformed_batches, refusal_problems
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.areas.async_io import validate_config
+from flink_semantics.spec.schedule import ScheduleError
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.area("async_io")
 

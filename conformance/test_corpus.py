@@ -14,12 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from conformance import corpus
-from conformance.checker import free_checkable
-from conformance.plugin import Conformance
-from reference import expected_trace
-from spec.schedule import ScheduleError, Trace, required_capabilities, validate_schedule
+from flink_semantics.conformance import corpus
+from flink_semantics.conformance.checker import free_checkable
+from flink_semantics.conformance.plugin import Conformance
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.schedule import ScheduleError, Trace, required_capabilities, validate_schedule
 
 pytestmark = pytest.mark.corpus
 
@@ -39,7 +38,7 @@ def needs(case: corpus.Case) -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case" not in metafunc.fixturenames:
         return
-    from spec.area import areas
+    from flink_semantics.spec.area import areas
 
     root = corpus.directory(metafunc.config.getoption("corpus", None))
     params = []

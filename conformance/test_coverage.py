@@ -11,11 +11,10 @@ see a part) says so with a skip and its reason.
 from __future__ import annotations
 
 import pytest
-
-from conformance import coverage
-from conformance.plugin import Conformance, coverage_state
-from spec.adapter import SCRIPTED, unsupported
-from spec.area import areas
+from flink_semantics.conformance import coverage
+from flink_semantics.conformance.plugin import Conformance, coverage_state
+from flink_semantics.spec.adapter import SCRIPTED, unsupported
+from flink_semantics.spec.area import areas
 
 pytestmark = pytest.mark.coverage_floor
 

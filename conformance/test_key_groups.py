@@ -9,10 +9,7 @@ schedules; a property whose core the adapter does not support is reported as UNS
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from conformance.areas.key_groups import (
+from flink_semantics.conformance.areas.key_groups import (
     Features,
     balance_problems,
     feature_batches,
@@ -20,9 +17,11 @@ from conformance.areas.key_groups import (
     rejected_configs,
     split_load_problems,
 )
-from conformance.plugin import Conformance
-from conformance.strategies import batches, malformed_batches, refusal_problems
-from reference import expected_trace
+from flink_semantics.conformance.plugin import Conformance
+from flink_semantics.conformance.strategies import batches, malformed_batches, refusal_problems
+from flink_semantics.reference import expected_trace
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.area("key_groups")
 

@@ -10,10 +10,7 @@ support is reported as UNSUPPORTED.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from conformance.areas.mini_batch import (
+from flink_semantics.conformance.areas.mini_batch import (
     Features,
     compaction_problems,
     equivalent_schedules,
@@ -22,9 +19,11 @@ from conformance.areas.mini_batch import (
     malformed_schedules,
     rejected_configs,
 )
-from conformance.plugin import Conformance
-from conformance.strategies import batches, malformed_batches, refusal_problems
-from reference import expected_trace
+from flink_semantics.conformance.plugin import Conformance
+from flink_semantics.conformance.strategies import batches, malformed_batches, refusal_problems
+from flink_semantics.reference import expected_trace
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.area("mini_batch")
 

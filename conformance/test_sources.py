@@ -9,10 +9,7 @@ schedules; a property whose core the adapter does not support is reported as UNS
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from conformance.areas.sources import (
+from flink_semantics.conformance.areas.sources import (
     Features,
     exactly_once_problems,
     feature_batches,
@@ -20,10 +17,12 @@ from conformance.areas.sources import (
     networkx_restart_set,
     one_place_problems,
 )
-from conformance.plugin import Conformance
-from conformance.strategies import malformed_batches, refusal_problems
-from reference import expected_trace
-from spec.areas.sources import FailStep
+from flink_semantics.conformance.plugin import Conformance
+from flink_semantics.conformance.strategies import malformed_batches, refusal_problems
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.areas.sources import FailStep
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.area("sources")
 

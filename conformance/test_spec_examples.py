@@ -12,12 +12,11 @@ the adapter's reason, and is left out of the batch.
 from __future__ import annotations
 
 import pytest
-
-from conformance.checker import compare, format_report, free_checkable
-from conformance.examples import Example, load_examples
-from conformance.plugin import Conformance, ConformanceFailure, blame
-from reference import run as reference_run
-from spec.schedule import ScheduleError, Trace, required_capabilities
+from flink_semantics.conformance.checker import compare, format_report, free_checkable
+from flink_semantics.conformance.examples import Example, load_examples
+from flink_semantics.conformance.plugin import Conformance, ConformanceFailure, blame
+from flink_semantics.reference import run as reference_run
+from flink_semantics.spec.schedule import ScheduleError, Trace, required_capabilities
 
 EXAMPLES = load_examples()
 

@@ -9,10 +9,7 @@ schedules; a property whose core the adapter does not support is reported as UNS
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from conformance.areas.watermarks import (
+from flink_semantics.conformance.areas.watermarks import (
     Features,
     feature_batches,
     into_async_io,
@@ -20,10 +17,12 @@ from conformance.areas.watermarks import (
     monotonic_problems,
     overtaking_problems,
 )
-from conformance.plugin import Conformance
-from conformance.strategies import batches, malformed_batches, refusal_problems
-from reference import expected_trace
-from spec.adapter import unsupported
+from flink_semantics.conformance.plugin import Conformance
+from flink_semantics.conformance.strategies import batches, malformed_batches, refusal_problems
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.adapter import unsupported
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.area("watermarks")
 

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spec.area import area_of_rule
-from spec.rules import Rule
+from flink_semantics.spec.area import area_of_rule
+from flink_semantics.spec.rules import Rule
 
 PASSED, FAILED, XFAIL, STALE = "passed", "failed", "expected failure", "stale"
 UNSUPPORTED, UNTESTED, INCONCLUSIVE, NOT_RUN = "unsupported", "untested", "inconclusive", "not run"

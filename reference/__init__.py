@@ -14,8 +14,16 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from spec.area import get_area
-from spec.schedule import Event, Schedule, ScheduleError, Step, Trace, rejected, validate_schedule
+from flink_semantics.spec.area import get_area
+from flink_semantics.spec.schedule import (
+    Event,
+    Schedule,
+    ScheduleError,
+    Step,
+    Trace,
+    rejected,
+    validate_schedule,
+)
 
 __all__ = ["Model", "expected_trace", "model_for", "run"]
 
@@ -28,7 +36,7 @@ def model_class(area: str) -> Any:
     """The `Model` of `reference/<area>.py` (SCH-1 for an unknown area)."""
     get_area(area)
     try:
-        module = importlib.import_module(f"reference.{area}")
+        module = importlib.import_module(f"flink_semantics.reference.{area}")
     except ModuleNotFoundError:
         raise ScheduleError(None, "SCH-1", f"no reference model for area {area!r}") from None
     return module.Model

@@ -24,7 +24,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
-from spec.areas.async_io import (
+from flink_semantics.spec.areas.async_io import (
     AdvanceStep,
     AsyncIoConfig,
     CheckpointStep,
@@ -40,7 +40,7 @@ from spec.areas.async_io import (
     event,
     retry_enabled,
 )
-from spec.schedule import Event, ScheduleError, Step
+from flink_semantics.spec.schedule import Event, ScheduleError, Step
 
 IN_FLIGHT = "in_flight"
 BACKOFF = "backoff"

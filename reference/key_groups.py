@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spec.areas.key_groups import (
+from flink_semantics.spec.areas.key_groups import (
     LOWER_BOUND_MAX_PARALLELISM,
     REFUSED_ABOVE_MAX,
     REFUSED_MAX_CHANGED,
@@ -25,7 +25,7 @@ from spec.areas.key_groups import (
     UpdateStep,
     event,
 )
-from spec.schedule import Event, ScheduleError, Step
+from flink_semantics.spec.schedule import Event, ScheduleError, Step
 
 MASK = 0xFFFFFFFF
 

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from spec.areas.mini_batch import (
+from flink_semantics.spec.areas.mini_batch import (
     MAX_WATERMARK,
     RETRACTIONS,
     AdvanceStep,
@@ -39,7 +39,7 @@ from spec.areas.mini_batch import (
     WatermarkStep,
     event,
 )
-from spec.schedule import Event, Step
+from flink_semantics.spec.schedule import Event, Step
 
 LONG_MIN = -(2**63)  # Long.MIN_VALUE
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spec.areas.sources import (
+from flink_semantics.spec.areas.sources import (
     AbortStep,
     AssignStep,
     BarrierStep,
@@ -30,7 +30,7 @@ from spec.areas.sources import (
     event,
     task_count,
 )
-from spec.schedule import Event, ScheduleError, Step
+from flink_semantics.spec.schedule import Event, ScheduleError, Step
 
 Position = tuple[int, int]  # (split, position) in a reader's state; (split, offset) of a record
 

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from spec.areas.watermarks import (
+from flink_semantics.spec.areas.watermarks import (
     MAX_WATERMARK,
     MIN_WATERMARK,
     AddSplitStep,
@@ -34,7 +34,7 @@ from spec.areas.watermarks import (
     WatermarksConfig,
     event,
 )
-from spec.schedule import Event, Step
+from flink_semantics.spec.schedule import Event, Step
 
 Emit = Callable[[Event], None]
 

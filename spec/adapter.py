@@ -5,12 +5,12 @@ the same order, so that an engine such as Spark runs hundreds of schedules in
 one job.  Adapters import `spec` and never `reference` (spec/schedules.md).
 
 Capabilities are opt-in.  Each area (spec/area.py) has a capability named after it and one per
-optional feature (`<area>.<feature>`); `spec.schedule.required_capabilities` says which a schedule
-exercises.  `capabilities()` maps each capability the adapter knows of to None when it supports it,
-or to the reason it does not; a capability it does not name is unsupported with the reason "not
-declared", so an adapter written today never claims a capability added later.  The suite reports a
-property that needs an unsupported capability as unsupported, with the reason, and never skips it
-silently.
+optional feature (`<area>.<feature>`); `flink_semantics.spec.schedule.required_capabilities`
+says which a schedule exercises.  `capabilities()` maps each capability the adapter knows of to
+None when it supports it, or to the reason it does not; a capability it does not name is
+unsupported with the reason "not declared", so an adapter written today never claims a capability
+added later.  The suite reports a property that needs an unsupported capability as unsupported,
+with the reason, and never skips it silently.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from spec.schedule import Schedule, Trace
+from flink_semantics.spec.schedule import Schedule, Trace
 
 NOT_DECLARED = "not declared"
 

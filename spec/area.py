@@ -25,7 +25,7 @@ from enum import StrEnum, auto
 from functools import cached_property
 from typing import Any
 
-from spec.schedule import (
+from flink_semantics.spec.schedule import (
     CHECKPOINT,
     CRASH,
     EFFECT,
@@ -222,11 +222,11 @@ _registered: dict[str, Area] = {}
 
 def discover() -> dict[str, Area]:
     """Every area: the `AREA` of each module of spec/areas/, and any registered by hand (tests)."""
-    import spec.areas as package
+    import flink_semantics.spec.areas as package
 
     found: dict[str, Area] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        area = getattr(importlib.import_module(f"spec.areas.{info.name}"), "AREA", None)
+        area = getattr(importlib.import_module(f"flink_semantics.spec.areas.{info.name}"), "AREA", None)
         if not isinstance(area, Area) or area.name != info.name:
             raise TypeError(f"spec/areas/{info.name}.py must define AREA = Area(name={info.name!r}, ...)")
         found[area.name] = area

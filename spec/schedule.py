@@ -34,7 +34,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from spec.area import Area
+    from flink_semantics.spec.area import Area
 
 
 class ScheduleError(ValueError):
@@ -241,7 +241,7 @@ class Schedule:
 
 
 def _area(name: Any) -> Area:
-    from spec.area import get_area  # spec.area imports this module
+    from flink_semantics.spec.area import get_area  # spec.area imports this module
 
     return get_area(name)
 

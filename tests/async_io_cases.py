@@ -3,17 +3,18 @@
 Each case is name -> (configuration, steps, expected trace), written in the notation of
 spec/async-io.md ("Notation used in the examples"), one step or event a line; most are the rules'
 own examples.  The expected traces are derived by hand from the rules, never from the code under
-test.  tests/test_reference_async_io.py runs them through `reference.run`, tests/test_pyspark_async_io.py
-in one `run_batch` of the PySpark adapter; cases only one of them checks stay in that module.
+test.  tests/test_reference_async_io.py runs them through `flink_semantics.reference.run`,
+tests/test_pyspark_async_io.py in one `run_batch` of the PySpark adapter; cases only one of them
+checks stay in that module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from conformance.checker import compare_scripted
-from conformance.examples import notation
-from spec.schedule import Schedule, Trace
+from flink_semantics.conformance.checker import compare_scripted
+from flink_semantics.conformance.examples import notation
+from flink_semantics.spec.schedule import Schedule, Trace
 
 # The notation of spec/async-io.md, one item a line.
 ASYNC_IO = notation("async_io")

@@ -15,8 +15,8 @@ if ROOT not in sys.path:
 @pytest.fixture(scope="session")
 def spark() -> Any:
     """The process's shared SparkSession; the test is skipped, with the reason, without Java or pyspark."""
-    from adapters.pyspark.session import get_spark
-    from spec.adapter import AdapterError
+    from flink_semantics.adapters.pyspark.session import get_spark
+    from flink_semantics.spec.adapter import AdapterError
 
     try:
         return get_spark()

@@ -4,9 +4,10 @@ runs come in reverse.  FREE checking must accept it."""
 
 from __future__ import annotations
 
-from spec.adapter import FREE
-from spec.areas.async_io import event
-from spec.schedule import OUTPUT, Event, Schedule, Trace
+from flink_semantics.spec.adapter import FREE
+from flink_semantics.spec.areas.async_io import event
+from flink_semantics.spec.schedule import OUTPUT, Event, Schedule, Trace
+
 from tests.wrong_adapters import ReferenceWrapper
 
 

@@ -15,10 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conformance.areas.sources import schedules
-from conformance.test_sources import FEATURES
-from reference import expected_trace
-from spec.schedule import Schedule
+from flink_semantics.conformance.areas.sources import schedules
+from flink_semantics.conformance.test_sources import FEATURES
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.schedule import Schedule
 
 PER_PROPERTY = 200
 PATH = Path(__file__).parent / "corpus" / "sources.jsonl.gz"

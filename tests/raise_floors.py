@@ -3,8 +3,8 @@ coverage test must fail (`-p tests.raise_floors`)."""
 
 from __future__ import annotations
 
-from conformance.areas import hooks
-from spec.area import areas
+from flink_semantics.conformance.areas import hooks
+from flink_semantics.spec.area import areas
 
 for _area in areas():
     _module = hooks(_area)

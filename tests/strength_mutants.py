@@ -1,10 +1,11 @@
-"""Two mutants for the end-to-end run of `python -m conformance strength` in tests/test_strength.py:
-one the mini-batch suite catches, and one that breaks nothing, so it must escape."""
+"""Two mutants for the end-to-end run of `python -m flink_semantics.conformance strength` in
+tests/test_strength.py: one the mini-batch suite catches, and one that breaks nothing, so it must escape."""
 
 from __future__ import annotations
 
-from conformance.strength import Mutant
-from reference.mini_batch import Model
+from flink_semantics.conformance.strength import Mutant
+from flink_semantics.reference.mini_batch import Model
+
 from tests.wrong_mini_batch import SizeCountsKeys, WrongMiniBatch
 
 

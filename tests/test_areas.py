@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-
-import reference
-from spec.area import Area, Notation, areas, get_area, register, unregister
-from spec.rules import load_rules
-from spec.schedule import (
+from flink_semantics.spec.area import Area, Notation, areas, get_area, register, unregister
+from flink_semantics.spec.rules import load_rules
+from flink_semantics.spec.schedule import (
     CHECKPOINT,
     CRASH,
     END,
@@ -32,6 +30,8 @@ from spec.schedule import (
     schedule_from_dict,
     validate_schedule,
 )
+
+from flink_semantics import reference
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,10 +92,11 @@ def test_an_area_has_its_module_in_every_part(name: str) -> None:
     rules = [r for r in load_rules().values() if r.file == area.rules_file]
     assert rules and all(r.id.startswith(f"{area.rule_prefix}-") for r in rules)
     assert all(c.startswith(f"{name}.") for c in area.capabilities)
-    for module in (f"reference.{name}", f"conformance.areas.{name}", f"adapters.pyspark.{name}"):
+    for module in (f"flink_semantics.reference.{name}", f"flink_semantics.conformance.areas.{name}",
+                   f"flink_semantics.adapters.pyspark.{name}"):
         importlib.import_module(module)
     assert (ROOT / "conformance" / f"test_{name}.py").exists()
-    assert reference.model_class(name) is importlib.import_module(f"reference.{name}").Model
+    assert reference.model_class(name) is importlib.import_module(f"flink_semantics.reference.{name}").Model
 
 
 # --------------------------------------------------------------------------
@@ -160,7 +161,7 @@ def test_a_step_of_another_area_is_refused_with_step_and_rule(toy: Area, area: s
 
 
 def test_a_step_object_of_another_area_is_refused(toy: Area) -> None:
-    from spec.areas.async_io import RecordStep
+    from flink_semantics.spec.areas.async_io import RecordStep
 
     with pytest.raises(ScheduleError) as err:
         validate_schedule(Schedule("toy", ToyConfig(), (PingStep(1), RecordStep(5))))

@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
-
-from conformance.areas import hooks
-from conformance.areas.async_io import order_graph
-from conformance.checker import compare, free_checkable
-from spec.adapter import FREE, SCRIPTED
-from spec.area import Area, KeyOrder, Notation, register, unregister
-from spec.areas.async_io import (
+from flink_semantics.conformance.areas import hooks
+from flink_semantics.conformance.areas.async_io import order_graph
+from flink_semantics.conformance.checker import compare, free_checkable
+from flink_semantics.spec.adapter import FREE, SCRIPTED
+from flink_semantics.spec.area import Area, KeyOrder, Notation, register, unregister
+from flink_semantics.spec.areas.async_io import (
     AsyncIoConfig,
     CompleteStep,
     EndStep,
@@ -28,7 +27,7 @@ from spec.areas.async_io import (
     WatermarkStep,
     event,
 )
-from spec.schedule import INPUT, MARKER, OUTPUT, Event, EventKind, Schedule, Step, Trace
+from flink_semantics.spec.schedule import INPUT, MARKER, OUTPUT, Event, EventKind, Schedule, Step, Trace
 
 
 def emit(step: int, record: int, value: int, ts: int | None) -> Event:
@@ -271,11 +270,11 @@ def test_free_checking_is_defined_only_without_timers_and_crashes() -> None:
 
 
 def test_free_order_adapter_differs_from_reference_and_is_accepted() -> None:
+    from flink_semantics.conformance.areas.async_io import Features, schedules
+    from flink_semantics.reference import expected_trace as reference_trace
+    from flink_semantics.spec.area import all_capabilities
     from hypothesis import given, settings
 
-    from conformance.areas.async_io import Features, schedules
-    from reference import expected_trace as reference_trace
-    from spec.area import all_capabilities
     from tests.free_order_adapter import FreeOrderAdapter
 
     adapter = FreeOrderAdapter()
@@ -353,7 +352,7 @@ BUNDLES = Area(name="bundles", title="bundles", rules_file="bundles.md", rule_pr
 def bundles(monkeypatch: pytest.MonkeyPatch) -> Iterator[Area]:
     """The toy area, with checker hooks that name BU-1 for any divergence."""
     register(BUNDLES)
-    monkeypatch.setitem(sys.modules, "conformance.areas.bundles",
+    monkeypatch.setitem(sys.modules, "flink_semantics.conformance.areas.bundles",
                         types.SimpleNamespace(rules_for=lambda schedule, kinds: ("BU-1",)))
     hooks.cache_clear()
     try:

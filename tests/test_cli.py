@@ -1,13 +1,12 @@
-"""`python -m conformance`: every subcommand turns bad arguments, missing files and malformed JSON
-into one line on stderr and a nonzero exit status, never a traceback."""
+"""`python -m flink_semantics.conformance`: every subcommand turns bad arguments, missing files and
+malformed JSON into one line on stderr and a nonzero exit status, never a traceback."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-from conformance.__main__ import main
+from flink_semantics.conformance.__main__ import main
 
 SCHEDULE = ('{"area": "async_io", "config": {"mode": "ordered", "capacity": 2}, "steps": '
             '[{"op": "record", "value": 1}, {"op": "end"}, {"op": "complete", "record": 0, "result": [1]}]}')

@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from flink_semantics.conformance import corpus
+from flink_semantics.conformance.coverage import Tally
+from flink_semantics.conformance.progress import Progress, duration
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.schedule import schedule_from_dict
 
-from conformance import corpus
-from conformance.coverage import Tally
-from conformance.progress import Progress, duration
-from reference import expected_trace
-from spec.schedule import schedule_from_dict
 from tests.test_suite_failures import REPO, suite_runner
 
 pytest_plugins = ["pytester"]
@@ -87,7 +87,7 @@ def test_a_saved_case_the_reference_no_longer_gives_fails(pytester: pytest.Pytes
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     schedule = schedule_from_dict(SCHEDULE)
     wrong = expected_trace(schedule).events[:-1]  # not what the reference gives
-    from spec.schedule import Trace
+    from flink_semantics.spec.schedule import Trace
     corpus.save(pytester.path / "corpus", corpus.Case(schedule, Trace(wrong), rules=("MB-10",)))
     run = suite_runner(pytester, monkeypatch, str(REPO / "conformance" / "test_corpus.py"))
     result = run("--adapter", "reference", "--areas", "mini_batch")
@@ -111,7 +111,7 @@ def test_the_coverage_test_fails_below_a_floor(pytester: pytest.Pytester,
 
 
 def test_tally_counts_distinct_schedules_and_names_shortfalls(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conformance import coverage
+    from flink_semantics.conformance import coverage
 
     monkeypatch.setattr(coverage, "floors", lambda area: {"rare": 0.5, "common": 0.1})
     reached = {"a": ["rare", "common"], "b": ["common"], "c": []}

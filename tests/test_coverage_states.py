@@ -1,6 +1,6 @@
 """The rare states each area's generator coverage names (conformance/areas/<area>.py, `COVERAGE` and
 `coverage`; conformance/coverage.py): per area, a hand-written schedule for each state that reaches
-it, and one that reaches none, checked through `conformance.coverage.reached`; every name that
+it, and one that reaches none, checked through `flink_semantics.conformance.coverage.reached`; every name that
 `coverage` gives has a floor.  The schedules are valid (the reference runs them), since `coverage`
 gives nothing for a malformed one.
 """
@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from flink_semantics.conformance import coverage
+from flink_semantics.conformance.areas import async_io, hooks, key_groups, mini_batch, sources, watermarks
+from flink_semantics.spec.area import areas
+from flink_semantics.spec.schedule import Schedule, schedule_from_dict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import reference
-from conformance import coverage
-from conformance.areas import async_io, hooks, key_groups, mini_batch, sources, watermarks
-from spec.area import areas
-from spec.schedule import Schedule, schedule_from_dict
+from flink_semantics import reference
 
 
 def schedule(area: str, config: dict[str, Any], *steps: dict[str, Any]) -> Schedule:

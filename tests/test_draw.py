@@ -15,14 +15,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from conformance.__main__ import main, run_one
-from conformance.checker import compare
-from conformance.draw import draw_counterexample, lane_order, slug, timeline_of
-from conformance.examples import load_examples
-from reference import expected_trace
-from spec.area import DEFAULT_TIMELINE, Mark, areas, get_area, register, unregister
-from spec.schedule import Schedule, Trace, schedule_from_dict
+from flink_semantics.conformance.__main__ import main, run_one
+from flink_semantics.conformance.checker import compare
+from flink_semantics.conformance.draw import draw_counterexample, lane_order, slug, timeline_of
+from flink_semantics.conformance.examples import load_examples
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.area import DEFAULT_TIMELINE, Mark, areas, get_area, register, unregister
+from flink_semantics.spec.schedule import Schedule, Trace, schedule_from_dict
 
 REPO = Path(__file__).resolve().parent.parent
 WRONG = "tests.wrong_adapters:CapacityOffByOne"  # admits one element more than the capacity
@@ -201,7 +200,7 @@ def test_lanes_are_ordered_by_word_then_number() -> None:
 
 
 # --------------------------------------------------------------------------
-# python -m conformance draw
+# python -m flink_semantics.conformance draw
 # --------------------------------------------------------------------------
 
 

@@ -7,10 +7,9 @@ import sys
 import types
 
 import pytest
-
-from conformance.registry import load_adapter
-from spec.adapter import AdapterError
-from spec.schedule import schedule_from_dict
+from flink_semantics.conformance.registry import load_adapter
+from flink_semantics.spec.adapter import AdapterError
+from flink_semantics.spec.schedule import schedule_from_dict
 
 
 def test_without_apache_flink_the_adapter_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,8 +31,8 @@ def test_without_java_the_adapter_says_so_in_one_line(monkeypatch: pytest.Monkey
 
 def test_the_adapter_declares_every_area() -> None:
     """Each area has a module with its capability: supported, or unsupported with a reason."""
-    from adapters.pyflink import PyFlinkAdapter, area_module, capabilities
-    from spec.area import all_capabilities, areas
+    from flink_semantics.adapters.pyflink import PyFlinkAdapter, area_module, capabilities
+    from flink_semantics.spec.area import all_capabilities, areas
 
     caps = capabilities()
     for name in areas():
@@ -50,7 +49,7 @@ def test_key_groups_on_flink_route_by_row_of_the_key() -> None:
     land on the subtasks of Row.of(key)'s key groups (values from the spec's example); the flink
     profile puts the same keys on other subtasks than its own key groups say (KG-6)."""
     pytest.importorskip("pyflink", reason="apache-flink is not installed (tox -e conformance-pyflink)")
-    from adapters.pyflink import key_groups
+    from flink_semantics.adapters.pyflink import key_groups
 
     steps = [{"op": "update", "key": 7}, {"op": "update", "key": None}, {"op": "update", "key": "abc",
              "type": "string"}, {"op": "update", "key": 7, "type": "long"}, {"op": "update", "key": 7}]

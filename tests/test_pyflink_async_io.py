@@ -7,11 +7,12 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-import reference  # noqa: E402
-from adapters.pyflink import async_io  # noqa: E402
-from conformance.checker import compare  # noqa: E402
-from spec.adapter import FREE  # noqa: E402
-from spec.schedule import Schedule, Trace, schedule_from_dict  # noqa: E402
+from flink_semantics.adapters.pyflink import async_io  # noqa: E402
+from flink_semantics.conformance.checker import compare  # noqa: E402
+from flink_semantics.spec.adapter import FREE  # noqa: E402
+from flink_semantics.spec.schedule import Schedule, Trace, schedule_from_dict  # noqa: E402
+
+from flink_semantics import reference  # noqa: E402
 
 pytestmark = pytest.mark.pyflink
 

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-from adapters.pyflink import mini_batch  # noqa: E402
-from spec.schedule import Schedule, schedule_from_dict  # noqa: E402
+from flink_semantics.adapters.pyflink import mini_batch  # noqa: E402
+from flink_semantics.spec.schedule import Schedule, schedule_from_dict  # noqa: E402
 
 pytestmark = pytest.mark.pyflink
 

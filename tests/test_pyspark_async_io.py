@@ -26,11 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flink_semantics.adapters.pyspark.runtime import (
+    InjectedFailure,
+    ScheduleStore,
+    run_schedule,
+    run_with_retries,
+)
+from flink_semantics.spec.adapter import SCRIPTED
+from flink_semantics.spec.areas.async_io import CAPABILITIES
+from flink_semantics.spec.schedule import Trace
 
-from adapters.pyspark.runtime import InjectedFailure, ScheduleStore, run_schedule, run_with_retries
-from spec.adapter import SCRIPTED
-from spec.areas.async_io import CAPABILITIES
-from spec.schedule import Trace
 from tests.async_io_cases import CASES as SHARED_CASES
 from tests.async_io_cases import assert_trace, parse_schedule, render_event
 
@@ -141,7 +146,7 @@ REJECTED: dict[str, tuple[dict[str, Any], str]] = {
 
 @pytest.fixture(scope="module")
 def adapter(spark: Any) -> Iterator[Any]:
-    from adapters.pyspark import PySparkAdapter
+    from flink_semantics.adapters.pyspark import PySparkAdapter
 
     a = PySparkAdapter()
     yield a
@@ -168,12 +173,12 @@ pytestmark = pytest.mark.spark
 
 
 def test_adapter_declares_everything(spark: Any) -> None:
-    from adapters.pyspark import PySparkAdapter
+    from flink_semantics.adapters.pyspark import PySparkAdapter
 
     a = PySparkAdapter()
     try:
         assert a.name == "pyspark" and a.completion_order == SCRIPTED
-        from adapters.pyspark import key_groups, mini_batch, sources, watermarks
+        from flink_semantics.adapters.pyspark import key_groups, mini_batch, sources, watermarks
 
         assert dict(a.capabilities()) == {"async_io": None, **{name: None for name in CAPABILITIES},
                                           "sources": None, **sources.CAPABILITIES,
@@ -265,7 +270,7 @@ def test_events_of_an_attempt_that_died_without_a_marker_are_dropped(tmp_store: 
 
 
 def test_async_map_ordered_output_is_input_order(spark: Any) -> None:
-    from adapters.pyspark.async_io import async_map
+    from flink_semantics.adapters.pyspark.async_io import async_map
 
     async def double(v: int) -> list[int]:
         await asyncio.sleep(((v * 7919) % 7) * 0.002)
@@ -282,7 +287,7 @@ def _input_with_watermarks(spark: Any, n: int, every: int) -> Any:
 
 
 def test_async_map_unordered_never_passes_a_watermark(spark: Any) -> None:
-    from adapters.pyspark.async_io import async_map
+    from flink_semantics.adapters.pyspark.async_io import async_map
 
     async def slow_even(v: int) -> list[int]:
         await asyncio.sleep(0.02 if v % 2 == 0 else 0.001)  # odd values overtake even ones
@@ -312,7 +317,7 @@ def test_async_map_unordered_never_passes_a_watermark(spark: Any) -> None:
 
 
 def test_async_map_keeps_at_most_capacity_calls_in_flight(spark: Any) -> None:
-    from adapters.pyspark.async_io import async_map
+    from flink_semantics.adapters.pyspark.async_io import async_map
 
     state = {"in_flight": 0}
 
@@ -332,7 +337,7 @@ def test_async_map_keeps_at_most_capacity_calls_in_flight(spark: Any) -> None:
 
 
 def test_async_map_watermarks_take_slots(spark: Any) -> None:
-    from adapters.pyspark.async_io import async_map
+    from flink_semantics.adapters.pyspark.async_io import async_map
 
     state = {"in_flight": 0}
 
@@ -352,7 +357,7 @@ def test_async_map_watermarks_take_slots(spark: Any) -> None:
 
 
 def test_async_map_timeout_result_and_retry(spark: Any) -> None:
-    from adapters.pyspark.async_io import async_map, retry_strategy
+    from flink_semantics.adapters.pyspark.async_io import async_map, retry_strategy
 
     attempts: dict[int, int] = {}
 
@@ -373,7 +378,7 @@ def test_async_map_timeout_result_and_retry(spark: Any) -> None:
 
 
 def test_async_map_refuses_invalid_configurations() -> None:
-    from adapters.pyspark.async_io import async_map, retry_strategy
+    from flink_semantics.adapters.pyspark.async_io import async_map, retry_strategy
 
     async def f(v: int) -> list[int]:
         return [v]
@@ -388,7 +393,7 @@ def test_async_map_refuses_invalid_configurations() -> None:
 
 def test_operator_on_a_real_loop_fails_the_task_on_timeout() -> None:
     """The same operator on a real event loop (no Spark): the default timeout handler fails (AIO-28)."""
-    from adapters.pyspark.async_io import AsyncFunctionFailed, operator_config, run_operator
+    from flink_semantics.adapters.pyspark.async_io import AsyncFunctionFailed, operator_config, run_operator
 
     async def hang(v: int) -> list[int]:
         await asyncio.sleep(10)
@@ -400,7 +405,7 @@ def test_operator_on_a_real_loop_fails_the_task_on_timeout() -> None:
 
 
 def test_operator_on_a_real_loop_refuses_null_results() -> None:
-    from adapters.pyspark.async_io import AsyncFunctionFailed, operator_config, run_operator
+    from flink_semantics.adapters.pyspark.async_io import AsyncFunctionFailed, operator_config, run_operator
 
     async def none(v: int) -> Any:
         return None
@@ -411,7 +416,12 @@ def test_operator_on_a_real_loop_refuses_null_results() -> None:
 
 def test_operator_on_a_real_loop_does_not_retry_after_end_of_input() -> None:
     """AIO-39: end of input comes right behind the only record, so its error is final."""
-    from adapters.pyspark.async_io import AsyncFunctionFailed, operator_config, retry_strategy, run_operator
+    from flink_semantics.adapters.pyspark.async_io import (
+        AsyncFunctionFailed,
+        operator_config,
+        retry_strategy,
+        run_operator,
+    )
 
     async def fails(v: int) -> list[int]:
         raise ConnectionError("down")
@@ -426,8 +436,8 @@ def test_missing_java_is_a_one_line_adapter_error() -> None:
     import sys
 
     code = (  # the adapter refuses to build, before any JVM starts
-        "from adapters.pyspark import PySparkAdapter\n"
-        "from spec.adapter import AdapterError\n"
+        "from flink_semantics.adapters.pyspark import PySparkAdapter\n"
+        "from flink_semantics.spec.adapter import AdapterError\n"
         "try:\n"
         "    PySparkAdapter()\n"
         "except AdapterError as e:\n"

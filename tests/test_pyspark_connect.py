@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flink_semantics.spec.adapter import AdapterError
 from test_pyspark_async_io import CASES, REJECTED, TASK_FAILURES
 
-from spec.adapter import AdapterError
 from tests.async_io_cases import assert_trace
 from tests.async_io_cases import parse_schedule as schedule
 
@@ -52,7 +52,7 @@ def _wait_for_port(port: int, timeout: float) -> bool:
 
 @pytest.fixture(scope="module")
 def connect_url() -> Iterator[str]:
-    from adapters.pyspark.session import _check_java, _check_pyspark
+    from flink_semantics.adapters.pyspark.session import _check_java, _check_pyspark
 
     try:
         _check_pyspark()
@@ -87,7 +87,7 @@ def connect_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def connect_spark(connect_url: str) -> Iterator[Any]:
-    from adapters.pyspark.session import connect_session, is_connect
+    from flink_semantics.adapters.pyspark.session import connect_session, is_connect
 
     spark = connect_session(connect_url)
     assert is_connect(spark)
@@ -96,7 +96,7 @@ def connect_spark(connect_url: str) -> Iterator[Any]:
 
 
 def test_adapter_under_connect_gives_the_hand_derived_traces(connect_spark: Any) -> None:
-    from adapters.pyspark import PySparkAdapter
+    from flink_semantics.adapters.pyspark import PySparkAdapter
 
     adapter = PySparkAdapter(spark=connect_spark)
     try:
@@ -118,7 +118,7 @@ def test_adapter_under_connect_gives_the_hand_derived_traces(connect_spark: Any)
 
 
 def test_async_map_under_connect(connect_spark: Any) -> None:
-    from adapters.pyspark.async_io import async_map
+    from flink_semantics.adapters.pyspark.async_io import async_map
 
     async def double(v: int) -> list[int]:
         await asyncio.sleep(((v * 7919) % 7) * 0.002)
@@ -135,9 +135,9 @@ def test_sources_under_connect(connect_spark: Any) -> None:
     import gzip
     import json
 
-    from adapters.pyspark import PySparkAdapter
-    from adapters.pyspark.sources.faults import generate, run
-    from spec.schedule import schedule_from_dict, trace_from_dict
+    from flink_semantics.adapters.pyspark import PySparkAdapter
+    from flink_semantics.adapters.pyspark.sources.faults import generate, run
+    from flink_semantics.spec.schedule import schedule_from_dict, trace_from_dict
 
     corpus = Path(__file__).parent / "corpus" / "sources.jsonl.gz"
     with gzip.open(corpus, "rt", encoding="utf-8") as fh:
@@ -164,7 +164,8 @@ def test_sources_under_connect(connect_spark: Any) -> None:
 def test_watermarks_under_connect(connect_spark: Any) -> None:
     """The watermarks area under Connect: the hand-worked schedules of tests/test_pyspark_watermarks.py
     give their traces, and their failovers are task failures retried by the Connect server."""
-    from adapters.pyspark import PySparkAdapter
+    from flink_semantics.adapters.pyspark import PySparkAdapter
+
     from tests.test_pyspark_watermarks import CASES, expected, rendered, schedule
 
     names = list(CASES)
@@ -182,7 +183,8 @@ def test_spark_native_under_connect(connect_spark: Any) -> None:
     """Spark's own watermark measured through a Connect client: two hand-worked schedules of
     tests/test_spark_native.py (the min policy; a restart keeping the global watermark) give their
     traces, read from the progress Connect reports (observed metrics included)."""
-    from adapters.spark_native import SparkNativeAdapter
+    from flink_semantics.adapters.spark_native import SparkNativeAdapter
+
     from tests.test_spark_native import CASES, WM
 
     names = ["min over streams", "a restart keeps the global watermark"]
@@ -199,8 +201,9 @@ def test_key_groups_stream_under_connect(connect_spark: Any) -> None:
     """Keyed and operator state in a streaming query through a Connect client: a schedule of
     tests/test_pyspark_key_groups_stream.py (the spark profile, the three operator-state modes,
     restores 3 -> 5 -> 1) gives the reference model's trace."""
-    from adapters.pyspark.key_groups.stream import run_schedule
-    from reference import expected_trace
+    from flink_semantics.adapters.pyspark.key_groups.stream import run_schedule
+    from flink_semantics.reference import expected_trace
+
     from tests.test_pyspark_key_groups_stream import CASES, KG, rendered
 
     s = KG.schedule(*CASES["spark profile, three modes, 3 -> 5 -> 1"])
@@ -211,7 +214,8 @@ def test_mini_batch_stream_under_connect(connect_spark: Any) -> None:
     """Mini-batch aggregation as streaming queries through a Connect client: a schedule of
     tests/test_pyspark_mini_batch_stream.py (two-phase, checkpoints, a crash, a restore from an
     earlier checkpoint and one from none) gives the reference model's trace."""
-    from adapters.pyspark.mini_batch.stream import run_schedule
+    from flink_semantics.adapters.pyspark.mini_batch.stream import run_schedule
+
     from tests.test_pyspark_mini_batch_stream import CASES, MB, check
 
     config, steps, steps_per_batch = CASES["checkpoint, crash, restore"]

@@ -21,11 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from adapters.pyspark.key_groups import CAPABILITIES
-from adapters.pyspark.key_groups.engine import (
+from flink_semantics.adapters.pyspark.key_groups import CAPABILITIES
+from flink_semantics.adapters.pyspark.key_groups.engine import (
     default_max_parallelism,
     flink_key_group,
     flink_key_hash,
@@ -42,11 +39,13 @@ from adapters.pyspark.key_groups.engine import (
     spark_hash_int,
     spark_key_group,
 )
-from adapters.pyspark.runtime import run_with_retries
-from conformance.areas.key_groups import Features, rejected_configs, schedules
-from conformance.examples import notation
-from spec.areas.key_groups import AREA
-from spec.schedule import make_trace
+from flink_semantics.adapters.pyspark.runtime import run_with_retries
+from flink_semantics.conformance.areas.key_groups import Features, rejected_configs, schedules
+from flink_semantics.conformance.examples import notation
+from flink_semantics.spec.areas.key_groups import AREA
+from flink_semantics.spec.schedule import make_trace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 KG = notation("key_groups")
 
@@ -331,7 +330,7 @@ _counter = itertools.count()
 def test_engine_agrees_with_the_reference(schedule: Any, workdir: Path) -> None:
     """Whole traces of the engine (through Run and the store) against reference.key_groups, on
     valid schedules of every feature and on configurations KG-8 rejects."""
-    from reference import expected_trace
+    from flink_semantics.reference import expected_trace
 
     observed = make_trace(run_with_retries(schedule, workdir / str(next(_counter))))
     expected = expected_trace(schedule)
@@ -381,9 +380,8 @@ def _engine(key: Any, type_: str, profile: str, max_p: int, p: int) -> tuple[Any
 def test_spark_expressions_agree_with_the_engine(spark: Any) -> None:
     """~200 keys of each type (extremes, empty, non-ASCII, astral-plane) through both profiles'
     native expressions in one Spark job, compared with the engine."""
+    from flink_semantics.adapters.pyspark.key_groups.spark import keys_frame, with_key_groups
     from pyspark.sql import functions as F
-
-    from adapters.pyspark.key_groups.spark import keys_frame, with_key_groups
 
     keys = _keys()
     configs = [("flink", 128, 3), ("spark", 128, 3), ("flink", 300, 7), ("spark", 10, 10),
@@ -411,9 +409,12 @@ def test_spark_expressions_agree_with_the_engine(spark: Any) -> None:
 def test_placement_by_subtask_is_exact(spark: Any) -> None:
     """`place_by_subtask`: spark_partition_id() == subtask for every row (repartition(n, col) would
     hash the subtask again: pitfall P6)."""
+    from flink_semantics.adapters.pyspark.key_groups.spark import (
+        keys_frame,
+        place_by_subtask,
+        with_key_groups,
+    )
     from pyspark.sql import functions as F
-
-    from adapters.pyspark.key_groups.spark import keys_frame, place_by_subtask, with_key_groups
 
     p = 5
     df = with_key_groups(keys_frame(spark, [k for k in _keys(60) if k[0] is not None]), 128, p, "flink")
@@ -438,7 +439,7 @@ ADAPTER_CASES = [
 def test_schedules_through_the_spark_adapter(spark: Any, workdir: Path) -> None:
     """The area through PySparkAdapter (one Spark task runs the batch, checkpoints in the store):
     the same traces as the in-process runs above."""
-    from adapters.pyspark import PySparkAdapter
+    from flink_semantics.adapters.pyspark import PySparkAdapter
 
     batch = [KG.schedule(config, steps, validate=False) for config, steps in ADAPTER_CASES]
     local = [rendered(run_with_retries(s, workdir / str(i))) for i, s in enumerate(batch)]

@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flink_semantics.conformance.areas.key_groups import Features, schedules
+from flink_semantics.conformance.examples import notation
+from flink_semantics.reference import expected_trace
+from flink_semantics.reference.key_groups import Model
+from flink_semantics.spec.areas.key_groups import CheckpointStep
+from flink_semantics.spec.schedule import Schedule
 from hypothesis import HealthCheck, given, settings
-
-from conformance.areas.key_groups import Features, schedules
-from conformance.examples import notation
-from reference import expected_trace
-from reference.key_groups import Model
-from spec.areas.key_groups import CheckpointStep
-from spec.schedule import Schedule
 
 pytestmark = pytest.mark.spark
 
@@ -64,7 +63,7 @@ def rendered(events: Any) -> list[str]:
 
 
 def through_the_stream(spark: Any, schedule: Schedule, root: Path) -> Any:
-    from adapters.pyspark.key_groups.stream import StreamRun
+    from flink_semantics.adapters.pyspark.key_groups.stream import StreamRun
 
     run = StreamRun(spark, schedule, root)
     run.run()
@@ -109,8 +108,7 @@ def test_state_after_rescales_key_by_key(spark: Any, workdir: Path) -> None:
     with the state data source, equals the reference model's key by key, and each key lives in the
     state partition of its key group's subtask (KG-3, KG-13)."""
     from chispa import assert_df_equality
-
-    from adapters.pyspark.key_groups.stream import keyed_state
+    from flink_semantics.adapters.pyspark.key_groups.stream import keyed_state
 
     keys = [f"update {k}" for k in range(40)] + [f'update "k{k}" {k % 5 + 1}' for k in range(40)]
     keys += [f"update {k}L" for k in (2**40, -(2**40), 2**63 - 1)]

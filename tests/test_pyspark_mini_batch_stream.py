@@ -25,15 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flink_semantics.conformance.areas.mini_batch import Features, schedules
+from flink_semantics.conformance.checker import compare_scripted
+from flink_semantics.conformance.examples import load_examples, notation
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.areas.mini_batch import RestoreStep, RowStep
+from flink_semantics.spec.schedule import Event, Schedule, Trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conformance.areas.mini_batch import Features, schedules
-from conformance.checker import compare_scripted
-from conformance.examples import load_examples, notation
-from reference import expected_trace
-from spec.areas.mini_batch import RestoreStep, RowStep
-from spec.schedule import Event, Schedule, Trace
 
 pytestmark = pytest.mark.spark
 
@@ -162,7 +161,7 @@ def check(schedule: Schedule, events: list[Event]) -> None:
 
 def through_the_stream(spark: Any, schedule: Schedule, root: Path, steps_per_batch: int | None,
                        partitions: int) -> Any:
-    from adapters.pyspark.mini_batch.stream import StreamRun
+    from flink_semantics.adapters.pyspark.mini_batch.stream import StreamRun
 
     run = StreamRun(spark, schedule, root, steps_per_batch, partitions)
     run.run()
@@ -182,7 +181,7 @@ def test_schedule_through_structured_streaming(name: str, spark: Any, workdir: P
 
 def test_refused_configuration_runs_no_query(spark: Any) -> None:
     """MB-2: the single `rejected` event, and no query started."""
-    from adapters.pyspark.mini_batch.stream import run_schedule
+    from flink_semantics.adapters.pyspark.mini_batch.stream import run_schedule
 
     s = MB.schedule({"enabled": True, "allow_latency": 0, "size": 10, "two_phase": True}, "row k1 +I 5\nend",
                     validate=False)
@@ -216,7 +215,7 @@ DRAWN = st.one_of(*(schedules(f).filter(_worth_a_query) for f in FEATURES))
 def test_drawn_schedules_through_structured_streaming(schedule: Schedule, spark: Any) -> None:
     """Drawn schedules (two-phase, mini-batch off, row time; statuses, checkpoints and restores):
     the reference's traces, in micro-batches of 3 steps."""
-    from adapters.pyspark.mini_batch.stream import run_schedule
+    from flink_semantics.adapters.pyspark.mini_batch.stream import run_schedule
 
     check(schedule, run_schedule(spark, schedule, steps_per_batch=3))
 
@@ -224,7 +223,7 @@ def test_drawn_schedules_through_structured_streaming(schedule: Schedule, spark:
 def test_examples_on_the_stages_without_spark() -> None:
     """Every executable example of spec/mini-batch.md through the stages and micro-batches without
     Spark, at several micro-batch sizes."""
-    from adapters.pyspark.mini_batch.stream import run_in_process
+    from flink_semantics.adapters.pyspark.mini_batch.stream import run_in_process
 
     examples = [ex for ex in load_examples() if ex.area == "mini_batch" and ex.refusal is None]
     assert len(examples) > 30
@@ -243,6 +242,6 @@ def test_examples_on_the_stages_without_spark() -> None:
        steps_per_batch=st.sampled_from([None, 1, 2, 3, 7]))
 def test_drawn_schedules_on_the_stages_without_spark(schedule: Schedule, steps_per_batch: int | None) -> None:
     """Many drawn schedules through the stages without Spark: the reference's traces."""
-    from adapters.pyspark.mini_batch.stream import run_in_process
+    from flink_semantics.adapters.pyspark.mini_batch.stream import run_in_process
 
     check(schedule, run_in_process(schedule, steps_per_batch))

@@ -34,8 +34,8 @@ def test_planner_reads_every_record_once_one_split_at_a_time() -> None:
     """Without failures, the rounds of `plan_round` read each record of each split exactly once,
     each reader finishing a split before it starts the next (SRC-39), every split assigned once."""
     pytest.importorskip("pyspark")
-    from adapters.pyspark.sources.faults import generate
-    from adapters.pyspark.sources.stream import initial_job_state, plan_round
+    from flink_semantics.adapters.pyspark.sources.faults import generate
+    from flink_semantics.adapters.pyspark.sources.stream import initial_job_state, plan_round
 
     jobs, _ = generate(50, 0, seed=3)
     for job in jobs:
@@ -55,7 +55,7 @@ def test_planner_reads_every_record_once_one_split_at_a_time() -> None:
 def test_two_places_counts_offsets_with_a_split_owned_twice() -> None:
     """The SRC-16 count of the fault-injection run: a split unassigned and owned, or owned by two
     readers, makes its offset count once; a replanned copy of the same offset is not counted again."""
-    from adapters.pyspark.sources.faults import two_places
+    from flink_semantics.adapters.pyspark.sources.faults import two_places
 
     def offset(unassigned: list[int], *owned: list[int]) -> dict[str, Any]:
         readers = [{"splits": [[s, 0] for s in splits]} for splits in owned]
@@ -74,7 +74,12 @@ def test_two_places_counts_offsets_with_a_split_owned_twice() -> None:
 def test_fault_injection_run(spark: Any, workdir: str) -> None:
     """The fault-injection run at its default size (`tox -e thorough` runs it at 1000 schedules and
     12 query failures): no record lost, none duplicated, no split in two places of an offset."""
-    from adapters.pyspark.sources.faults import DEFAULT_RESTARTS, DEFAULT_SCHEDULES, generate, run
+    from flink_semantics.adapters.pyspark.sources.faults import (
+        DEFAULT_RESTARTS,
+        DEFAULT_SCHEDULES,
+        generate,
+        run,
+    )
 
     restarts = DEFAULT_RESTARTS
     jobs, failures = generate(DEFAULT_SCHEDULES, restarts, seed=1)
@@ -94,7 +99,7 @@ class AppendingSink:
         self.dir = directory
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        from adapters.pyspark.sources.stream import inject_once
+        from flink_semantics.adapters.pyspark.sources.stream import inject_once
 
         rows = [[r["job"], r["reader"], r["split"], r["offset"]] for r in df.collect()]
         out = Path(self.dir) / "output"
@@ -110,7 +115,7 @@ class AppendingSink:
 def test_fault_injection_run_catches_a_sink_that_is_not_idempotent(spark: Any, workdir: str) -> None:
     """The run's counts can fail: a sink that appends a replayed batch instead of replacing it
     commits records twice after a job failure with the batch in flight."""
-    from adapters.pyspark.sources.faults import generate, run
+    from flink_semantics.adapters.pyspark.sources.faults import generate, run
 
     jobs, failures = generate(20, 0, seed=5)
     failures = {"reader": {}, "enumerator": {}, "sink": [2]}

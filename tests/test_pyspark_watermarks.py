@@ -20,12 +20,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from adapters.pyspark.runtime import run_with_retries
-from adapters.pyspark.watermarks import CAPABILITIES
-from adapters.pyspark.watermarks.engine import (
+from flink_semantics.adapters.pyspark.runtime import run_with_retries
+from flink_semantics.adapters.pyspark.watermarks import CAPABILITIES
+from flink_semantics.adapters.pyspark.watermarks.engine import (
     MIN,
     IdlenessTimer,
     OutputListener,
@@ -36,9 +33,11 @@ from adapters.pyspark.watermarks.engine import (
     WatermarkOutputMultiplexer,
     WatermarkToDataOutput,
 )
-from conformance.examples import notation
-from spec.area import get_area
-from spec.schedule import Schedule, Trace
+from flink_semantics.conformance.examples import notation
+from flink_semantics.spec.area import get_area
+from flink_semantics.spec.schedule import Schedule, Trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 WM = notation("watermarks")
 
@@ -514,7 +513,7 @@ def test_end_with_idle_reader_sends_active_then_max(workdir: str) -> None:
 
 @pytest.mark.spark
 def test_failovers_through_spark_are_task_retries(spark: Any) -> None:
-    from adapters.pyspark import PySparkAdapter
+    from flink_semantics.adapters.pyspark import PySparkAdapter
 
     names = list(CASES)
     adapter = PySparkAdapter()
@@ -541,7 +540,7 @@ def test_the_valve_agrees_with_the_reference_on_many_channels(channels: int,
                                                              inputs: list[tuple[int, int]]) -> None:
     """Random inputs (a value of -1 is IDLE, 0 ACTIVE, above 0 a watermark) on up to 40 channels:
     the heap-based valve emits what the reference's list-based valve does."""
-    from reference.watermarks import Valve
+    from flink_semantics.reference.watermarks import Valve
 
     got: list[tuple[str, Any]] = []
     want: list[Any] = []

@@ -18,10 +18,9 @@ import random
 from typing import Any
 
 import pytest
-
-from conformance.examples import notation
-from reference import expected_trace
-from spec.schedule import Schedule
+from flink_semantics.conformance.examples import notation
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.schedule import Schedule
 
 WM = notation("watermarks")
 
@@ -189,7 +188,7 @@ def task_views(s: Schedule, downstream: int) -> list[list[tuple[Any, ...]]]:
 @pytest.mark.spark
 @pytest.mark.parametrize("name", SPARK_CASES)
 def test_schedule_through_structured_streaming(name: str, spark: Any) -> None:
-    from adapters.pyspark.watermarks.stream import run_schedule
+    from flink_semantics.adapters.pyspark.watermarks.stream import run_schedule
 
     _, _, downstream, ticks, batches = CASES[name]
     s = schedule(name)
@@ -234,15 +233,14 @@ def run_in_process(s: Schedule, downstream: int, ticks: int, seed: int) -> tuple
     partition read, rows routed and handed to each task's valve in a shuffled order; after each
     failover a new source (the next query) from the last offset.  The task views and the batches."""
     import pandas as pd
-    from pyspark.sql.streaming.datasource import ReadMaxRows
-
-    from adapters.pyspark.watermarks.stream import (
+    from flink_semantics.adapters.pyspark.watermarks.stream import (
         SOURCE_SCHEMA,
         WatermarkStreamReader,
         attempts,
         output_item,
         valve_task,
     )
+    from pyspark.sql.streaming.datasource import ReadMaxRows
 
     columns = [f.split()[0] for f in SOURCE_SCHEMA.split(", ")]
     rng = random.Random(seed)
@@ -287,9 +285,8 @@ def test_the_offset_carries_the_alignment() -> None:
     """The reader case after its second align (the third batch): in the offset, r0 blocked with s0
     paused and s0 50 held, its ring of two samples and the announced 24, its main clock and s0's
     clock paused since t=20; the coordinator's reports."""
+    from flink_semantics.adapters.pyspark.watermarks.stream import WatermarkStreamReader
     from pyspark.sql.streaming.datasource import ReadMaxRows
-
-    from adapters.pyspark.watermarks.stream import WatermarkStreamReader
 
     source = WatermarkStreamReader({"schedule": schedule("reader-alignment-blocks-a-reader").to_json()})
     offset = source.initialOffset()

@@ -13,13 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from flink_semantics.adapters.reference import ReferenceAdapter
+from flink_semantics.conformance.examples import load_examples
+from flink_semantics.reference.async_io import AsyncIoModel, backoff
+from flink_semantics.spec.areas.async_io import RetryConfig
+from flink_semantics.spec.schedule import ScheduleError, schedule_from_dict
 
-import reference
-from adapters.reference import ReferenceAdapter
-from conformance.examples import load_examples
-from reference.async_io import AsyncIoModel, backoff
-from spec.areas.async_io import RetryConfig
-from spec.schedule import ScheduleError, schedule_from_dict
+from flink_semantics import reference
 from tests.async_io_cases import (
     CASES,
     assert_trace,
@@ -856,7 +856,7 @@ def test_long_schedule_runs_with_bounded_work_per_step() -> None:
 
     The schedule is built while it runs (completing the oldest outstanding call), so it is well formed.
     The model's state stays bounded by the capacity, so the work per step does not grow with the
-    schedule's length; the whole schedule must then run again through `reference.run`.
+    schedule's length; the whole schedule must then run again through `flink_semantics.reference.run`.
     """
     cfg = {"mode": "unordered", "capacity": 16, "timeout": 40, "on_timeout": "complete",
            "timeout_result": [0], "retry": fixed(2, 3, if_empty=True)}

@@ -11,8 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from reference.key_groups import (
+from flink_semantics.reference.key_groups import (
     default_max_parallelism,
     flink_murmur,
     java_hash_code,
@@ -134,9 +133,8 @@ KEYS = [(0, "int"), (1, "int"), (-1, "int"), (2**31 - 1, "int"), (-(2**31), "int
 @pytest.mark.spark
 def test_spark_hash_matches_spark() -> None:
     """KG-22..KG-27 against Spark itself: hash() of int, bigint and string columns, and pmod."""
+    from flink_semantics.adapters.pyspark.session import get_spark
     from pyspark.sql import functions as F
-
-    from adapters.pyspark.session import get_spark
 
     spark = get_spark()
     rows = [(str(k) if t != "string" else k, t) for k, t in KEYS]

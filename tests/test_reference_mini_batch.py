@@ -3,10 +3,10 @@ invariants (the rules' examples are checked by tests/test_spec_examples.py)."""
 
 from __future__ import annotations
 
-from conformance.areas.mini_batch import compaction_problems, final_results
-from conformance.examples import notation
-from reference.mini_batch import Acc, batch_start, jlong, jrem
-from spec.schedule import Trace
+from flink_semantics.conformance.areas.mini_batch import compaction_problems, final_results
+from flink_semantics.conformance.examples import notation
+from flink_semantics.reference.mini_batch import Acc, batch_start, jlong, jrem
+from flink_semantics.spec.schedule import Trace
 
 MB = notation("mini_batch")
 MAX = 2**63 - 1

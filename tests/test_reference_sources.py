@@ -6,12 +6,12 @@ The expected values are derived by hand from spec/sources.md, not read off the m
 from __future__ import annotations
 
 import pytest
+from flink_semantics.conformance.examples import load_examples, notation
+from flink_semantics.reference.sources import pipelined_regions, tasks_to_restart
+from flink_semantics.spec.areas.sources import SourcesConfig, render_event
+from flink_semantics.spec.schedule import ScheduleError
 
-import reference
-from conformance.examples import load_examples, notation
-from reference.sources import pipelined_regions, tasks_to_restart
-from spec.areas.sources import SourcesConfig, render_event
-from spec.schedule import ScheduleError
+from flink_semantics import reference
 
 N = notation("sources")
 

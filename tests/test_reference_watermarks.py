@@ -5,11 +5,10 @@ FLINK-40475 added, deviation D1)."""
 from __future__ import annotations
 
 import pytest
-
-from reference import run
-from reference.watermarks import Valve
-from spec.area import get_area
-from spec.schedule import Event, schedule_from_dict
+from flink_semantics.reference import run
+from flink_semantics.reference.watermarks import Valve
+from flink_semantics.spec.area import get_area
+from flink_semantics.spec.schedule import Event, schedule_from_dict
 
 AREA = get_area("watermarks")
 
@@ -122,10 +121,10 @@ def test_the_valve_follows_flinks_fixed_valve_tests(inputs, want) -> None:  # ty
 def test_overtaking_is_found_on_an_async_trace() -> None:
     """The interplay property's check (AIO-15 on an async I/O trace) finds a record that came out
     after a watermark admitted after it, and passes the oracle's trace of the same schedule."""
-    from conformance.areas.watermarks import overtaking_problems
-    from reference import expected_trace
-    from spec.areas.async_io import event as aio
-    from spec.schedule import Trace
+    from flink_semantics.conformance.areas.watermarks import overtaking_problems
+    from flink_semantics.reference import expected_trace
+    from flink_semantics.spec.areas.async_io import event as aio
+    from flink_semantics.spec.schedule import Trace
 
     schedule = schedule_from_dict({"area": "async_io", "config": {"mode": "unordered"}, "steps": [
         {"op": "record", "value": 0, "timestamp": 5}, {"op": "watermark", "timestamp": 10},

@@ -18,11 +18,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-from adapters.pyspark.runtime import LocalScriptedAdapter
-from adapters.reference import ReferenceAdapter
-from conformance.checker import compare_scripted
-from spec.schedule import schedule_from_dict, trace_from_dict
+from flink_semantics.adapters.pyspark.runtime import LocalScriptedAdapter
+from flink_semantics.adapters.reference import ReferenceAdapter
+from flink_semantics.conformance.checker import compare_scripted
+from flink_semantics.spec.schedule import schedule_from_dict, trace_from_dict
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.jsonl.gz"))
 

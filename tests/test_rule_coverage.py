@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from spec.rules import Rule, load_rules
+from flink_semantics.spec.rules import Rule, load_rules
 
 SUITE = Path(__file__).resolve().parent.parent / "conformance"
 

@@ -6,10 +6,16 @@ import json
 from typing import Any
 
 import pytest
-
-from spec.areas.async_io import AsyncIoConfig, CompleteStep, RecordStep, RetryConfig, event, records
-from spec.rules import RuleFileError, load_rules, parse_rules
-from spec.schedule import (
+from flink_semantics.spec.areas.async_io import (
+    AsyncIoConfig,
+    CompleteStep,
+    RecordStep,
+    RetryConfig,
+    event,
+    records,
+)
+from flink_semantics.spec.rules import RuleFileError, load_rules, parse_rules
+from flink_semantics.spec.schedule import (
     ScheduleError,
     make_trace,
     parse_schedule,

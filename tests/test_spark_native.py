@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from conformance.examples import notation
-from spec.schedule import Trace
+from flink_semantics.conformance.examples import notation
+from flink_semantics.spec.schedule import Trace
 
 pytestmark = pytest.mark.spark
 WM = notation("watermarks")
@@ -60,7 +59,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def traces() -> Iterator[dict[str, Trace]]:
-    from adapters.spark_native import SparkNativeAdapter
+    from flink_semantics.adapters.spark_native import SparkNativeAdapter
 
     adapter = SparkNativeAdapter()
     try:
@@ -79,7 +78,7 @@ def test_spark_watermark(traces: dict[str, Trace], case: str) -> None:
 
 
 def test_alignment_is_declared_unsupported_with_a_reason() -> None:
-    from adapters.spark_native import SparkNativeAdapter
+    from flink_semantics.adapters.spark_native import SparkNativeAdapter
 
     caps = SparkNativeAdapter.capabilities(SparkNativeAdapter.__new__(SparkNativeAdapter))
     assert caps["watermarks.alignment"] and "alignment" in caps["watermarks.alignment"]

@@ -11,20 +11,20 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
-import reference
-from conformance.checker import compare_scripted
-from conformance.examples import (
+from flink_semantics.conformance.checker import compare_scripted
+from flink_semantics.conformance.examples import (
     Example,
     ExampleError,
     expand,
     load_spec_examples,
     parse_examples,
 )
-from spec.area import area_of_rule, get_area
-from spec.areas.async_io import event, records
-from spec.rules import load_rules
-from spec.schedule import ScheduleError, Trace
+from flink_semantics.spec.area import area_of_rule, get_area
+from flink_semantics.spec.areas.async_io import event, records
+from flink_semantics.spec.rules import load_rules
+from flink_semantics.spec.schedule import ScheduleError, Trace
+
+from flink_semantics import reference
 
 SPEC = load_spec_examples()
 

@@ -1,5 +1,5 @@
-"""`python -m conformance strength` (conformance/strength.py): judging a mutant from its suite's
-report, the tables and the catch rate on synthetic reports, and one real run on two mutants."""
+"""`python -m flink_semantics.conformance strength` (conformance/strength.py): judging a mutant from its
+suite's report, the tables and the catch rate on synthetic reports, and one real run on two mutants."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conformance import strength as S
-from conformance.strength import Entry, Mutant
+from flink_semantics.conformance import strength as S
+from flink_semantics.conformance.strength import Entry, Mutant
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -25,7 +24,8 @@ def prop(name: str, outcome: str = "passed", blamed: tuple[str, ...] = (), found
     failed = outcome in ("failed", "expected failure")
     return {"nodeid": f"conformance/test_{area}.py::{name}", "rules": list(blamed), "outcome": outcome,
             "schedules": 600 if not failed else 300, "blamed": list(blamed),
-            "reproducer": "python -m conformance check ..." if failed else None, "reason": None,
+            "reproducer": "python -m flink_semantics.conformance check ..." if failed else None,
+            "reason": None,
             "found_after": found_after, "counterexample_steps": steps}
 
 

@@ -11,10 +11,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+from flink_semantics.conformance.plugin import Conformance
+from flink_semantics.spec.area import areas
+from flink_semantics.spec.schedule import parse_schedule
 
-from conformance.plugin import Conformance
-from spec.area import areas
-from spec.schedule import parse_schedule
 from tests.wrong_adapters import MUTANTS, NotTraces, WrongCount
 
 pytest_plugins = ["pytester"]
@@ -22,8 +22,8 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parent.parent
 SUITE = str(REPO / "conformance" / "test_async_io.py")
 # Load the plugin explicitly unless it is installed as a pytest11 entry point (loading both is an error).
-INSTALLED = any(e.value == "conformance.plugin" for e in entry_points(group="pytest11"))
-PLUGIN = () if INSTALLED else ("-p", "conformance.plugin")
+INSTALLED = any(e.value == "flink_semantics.conformance.plugin" for e in entry_points(group="pytest11"))
+PLUGIN = () if INSTALLED else ("-p", "flink_semantics.conformance.plugin")
 
 
 def suite_runner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, suite: str):  # type: ignore[no-untyped-def]
@@ -64,8 +64,8 @@ def test_capacity_off_by_one_is_reported_with_rule_schedule_and_reproducer(run_s
     assert "@1 invoke record=1 attempt=1" in out  # observed, not expected
     # The one-line reproducer reproduces the failure.
     command = reproducer(out)
-    assert command.startswith("python -m conformance check --adapter tests.wrong_adapters:CapacityOffByOne "
-                              "--json ")
+    assert command.startswith("python -m flink_semantics.conformance check "
+                              "--adapter tests.wrong_adapters:CapacityOffByOne --json ")
     args = shlex.split(command)
     proc = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -78,7 +78,8 @@ def test_ordered_mode_reorder_is_reported(run_suite) -> None:  # type: ignore[no
     assert result.ret == 1, out
     assert "the property checks AIO-12" in out
     assert re.search(r"^  >>\s+\d+: complete ", out, re.M), out
-    assert "reproduce: python -m conformance check --adapter tests.wrong_adapters:OrderedAsUnordered" in out
+    assert ("reproduce: python -m flink_semantics.conformance check "
+            "--adapter tests.wrong_adapters:OrderedAsUnordered") in out
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
@@ -90,7 +91,7 @@ def test_wrong_async_io_adapter_is_caught(run_suite, mutant) -> None:  # type: i
     out = result.stdout.str()
     assert result.ret == 1, out
     assert f"adapter '{mutant.name}' does not conform" in out, out
-    assert reproducer(out).startswith(f"python -m conformance check --adapter {adapter} ")
+    assert reproducer(out).startswith(f"python -m flink_semantics.conformance check --adapter {adapter} ")
     rules = re.search(r"^rules: (.*?)(?: \(the property checks .*\))?$", out, re.M)
     assert rules and mutant.rule in rules[1].split(", "), (mutant.rule, rules and rules[0], out[-3000:])
 
@@ -151,8 +152,8 @@ def test_a_raising_run_batch_stops_the_run_at_its_first_call(run_suite, tmp_path
     last = [line for line in result.stderr.lines if line.strip()][-1]
     assert last.startswith("conformance: adapter 'CountedCrashes' is broken: run_batch raised RuntimeError: "
                            "operator bug: index out of range in the unordered queue (a batch of "), last
-    assert "its first schedule: python -m conformance check --adapter tests.wrong_adapters:CountedCrashes " \
-           "--json '{\"area\": \"async_io\"" in last, last
+    assert "its first schedule: python -m flink_semantics.conformance check " \
+           "--adapter tests.wrong_adapters:CountedCrashes --json '{\"area\": \"async_io\"" in last, last
     assert not re.search(r"\d+ (passed|failed)", result.stdout.str())  # no verdicts: the run stopped
 
 
@@ -171,7 +172,7 @@ def test_a_run_batch_without_one_trace_per_schedule_stops_the_run(wrong: type) -
     assert re.fullmatch(
         rf"conformance: adapter '{wrong.__name__}' is broken: run_batch returned \d value\(s\) for 2 "
         r"schedule\(s\); it must return one Trace per schedule \(a batch of 2; its first schedule: "
-        rf"python -m conformance check --adapter {name} --json '.*'\); the run stops "
+        rf"python -m flink_semantics.conformance check --adapter {name} --json '.*'\); the run stops "
         r"\(--conformance-keep-going runs on\)", stopped.value.msg), stopped.value.msg
 
 
@@ -283,7 +284,8 @@ def test_verdict_table_and_json_report_name_the_failed_rules(run_suite, tmp_path
     assert result.ret == 1, out
     lines = verdict_lines(out)
     for rule in ("AIO-6", "AIO-7", "AIO-9"):
-        assert re.search(r"MUST\s+failed\s+reproduce: python -m conformance check", lines[rule]), out
+        assert re.search(r"MUST\s+failed\s+reproduce: python -m flink_semantics.conformance check",
+                         lines[rule]), out
     assert "inconclusive" in lines["AIO-8"]  # its only property failed on AIO-6, AIO-7, AIO-9 first
     assert "untested" in lines["AIO-10"] and "not run" in lines["AIO-12"]  # deselected by -k
     data = json.loads(report.read_text())
@@ -291,7 +293,7 @@ def test_verdict_table_and_json_report_name_the_failed_rules(run_suite, tmp_path
     rules = {r["id"]: r for r in data["rules"]}
     assert set(rules["AIO-6"]) == {"id", "area", "level", "verdict", "schedules", "reason", "reproducer"}
     assert rules["AIO-6"]["verdict"] == "failed" and rules["AIO-6"]["area"] == "async_io"
-    assert rules["AIO-6"]["reproducer"].startswith("python -m conformance check")
+    assert rules["AIO-6"]["reproducer"].startswith("python -m flink_semantics.conformance check")
     assert rules["SCH-1"]["area"] == "schedules" and rules["AIO-10"]["verdict"] == "untested"
 
 

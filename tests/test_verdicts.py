@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from conformance import verdicts as V
-from spec.rules import Rule
+from flink_semantics.conformance import verdicts as V
+from flink_semantics.spec.rules import Rule
 
 RULES = {r.id: r for r in (
     Rule("SCH-1", "t", "MUST", "x", "schedules.md"),

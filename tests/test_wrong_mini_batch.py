@@ -31,6 +31,6 @@ def test_wrong_mini_batch_adapter_is_caught(run_suite, adapter: str, prop: str, 
     # The rules the divergence concerns, not "(the property checks ...)" after them.
     rules = re.search(r"^rules: (.*?)(?: \(the property checks .*\))?$", out, re.M)
     assert rules and rule in rules[1].split(", "), (rule, rules and rules[0], out[-3000:])
-    want = f"python -m conformance check --adapter tests.wrong_mini_batch:{adapter} "
+    want = f"python -m flink_semantics.conformance check --adapter tests.wrong_mini_batch:{adapter} "
     assert reproducer(out).startswith(want)
 

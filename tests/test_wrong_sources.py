@@ -31,4 +31,5 @@ def test_wrong_sources_adapter_is_caught(run_suite, adapter: str, prop: str, rul
     # The rules the divergence concerns, not "(the property checks ...)" after them.
     rules = re.search(r"^rules: (.*?)(?: \(the property checks .*\))?$", out, re.M)
     assert rules and rule in rules[1].split(", "), (rule, rules and rules[0], out[-3000:])
-    assert reproducer(out).startswith(f"python -m conformance check --adapter tests.wrong_sources:{adapter} ")
+    assert reproducer(out).startswith(
+        f"python -m flink_semantics.conformance check --adapter tests.wrong_sources:{adapter} ")

@@ -13,12 +13,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from adapters.reference import ReferenceAdapter
-from conformance.strength import Mutant
-from spec.adapter import SCRIPTED, AdapterError
-from spec.area import all_capabilities
-from spec.areas.async_io import CompleteStep, RestoreStep
-from spec.schedule import Schedule, Trace
+from flink_semantics.adapters.reference import ReferenceAdapter
+from flink_semantics.conformance.strength import Mutant
+from flink_semantics.spec.adapter import SCRIPTED, AdapterError
+from flink_semantics.spec.area import all_capabilities
+from flink_semantics.spec.areas.async_io import CompleteStep, RestoreStep
+from flink_semantics.spec.schedule import Schedule, Trace
 
 
 class ReferenceWrapper:
@@ -202,7 +202,7 @@ class OrderedAsUnorderedInJobs(OrderedAsUnordered):
     concurrent_jobs = 2
 
 
-# The registry of the async I/O mutants (python -m conformance strength, tests/test_suite_failures.py):
+# The registry of the async I/O mutants (`strength`, tests/test_suite_failures.py):
 # the property that must catch each, and a rule its failure report must name.  NoTimeouts is no
 # mutant: it breaks no rule, it declares capabilities it lacks (its properties are UNSUPPORTED); the
 # others above test the plugin's machinery.  tests/wrong_key_groups.py has one more async I/O mutant

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-import reference
-from spec.adapter import SCRIPTED
-from spec.area import all_capabilities
-from spec.schedule import Event, Schedule, ScheduleError, Trace, validate_schedule
+from flink_semantics.spec.adapter import SCRIPTED
+from flink_semantics.spec.area import all_capabilities
+from flink_semantics.spec.schedule import Event, Schedule, ScheduleError, Trace, validate_schedule
+
+from flink_semantics import reference
 
 
 class WrongArea:

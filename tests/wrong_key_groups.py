@@ -8,8 +8,8 @@ areas go to the reference unchanged.
 
 from __future__ import annotations
 
-from conformance.strength import Mutant
-from reference.key_groups import (
+from flink_semantics.conformance.strength import Mutant
+from flink_semantics.reference.key_groups import (
     KeyedState,
     Model,
     OperatorState,
@@ -20,6 +20,7 @@ from reference.key_groups import (
     route,
     spark_hash_int,
 )
+
 from tests.wrong_area import WrongArea
 
 
@@ -121,7 +122,7 @@ class SplitOneByOne(WrongKeyGroups):
     model = _SplitOneByOne
 
 
-# The registry (python -m conformance strength, tests/test_wrong_key_groups.py): the property that
+# The registry (`strength`, tests/test_wrong_key_groups.py): the property that
 # must catch each mutant, and a rule its failure report must name.  SplitOneByOne is also run
 # against the async I/O suite, whose in-flight elements on rescale (AIO-49) use this area's schedules.
 MUTANTS = [

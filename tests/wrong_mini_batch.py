@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conformance.strength import Mutant
-from reference.mini_batch import RETRACTIONS, Acc, Bundle, Model
-from spec.areas.mini_batch import MiniBatchConfig, event
+from flink_semantics.conformance.strength import Mutant
+from flink_semantics.reference.mini_batch import RETRACTIONS, Acc, Bundle, Model
+from flink_semantics.spec.areas.mini_batch import MiniBatchConfig, event
+
 from tests.wrong_area import WrongArea
 
 
@@ -173,7 +174,7 @@ class ValveSurvivesRestore(WrongMiniBatch):
     model = _ValveSurvivesRestore
 
 
-# The registry (python -m conformance strength, tests/test_wrong_mini_batch.py): the property that
+# The registry (`strength`, tests/test_wrong_mini_batch.py): the property that
 # must catch each mutant, and a rule its failure report must name.
 MUTANTS = [
     Mutant("SizeCountsKeys", "test_processing_time_bundles", "MB-10"),

@@ -8,9 +8,10 @@ to the reference unchanged.
 
 from __future__ import annotations
 
-from conformance.strength import Mutant
-from reference.sources import Model
-from spec.areas.sources import RegisterStep
+from flink_semantics.conformance.strength import Mutant
+from flink_semantics.reference.sources import Model
+from flink_semantics.spec.areas.sources import RegisterStep
+
 from tests.wrong_area import WrongArea
 
 
@@ -182,7 +183,7 @@ __all__ = ["EndsBeforeNoMoreSplits", "ForgetsBucketOnAbort", "KeepsUncommittedOu
            "ReturnsRestoredSplits", "RoundRobinRescale"]
 
 
-# The registry (python -m conformance strength, tests/test_wrong_sources.py): the property that must
+# The registry (`strength`, tests/test_wrong_sources.py): the property that must
 # catch each mutant, and a rule its failure report must name.
 MUTANTS = [
     Mutant("ReturnsRestoredSplits", "test_reader_failover", "SRC-22"),

@@ -8,10 +8,17 @@ Schedules of other areas go to the reference unchanged.
 
 from __future__ import annotations
 
-from conformance.strength import Mutant
-from reference.watermarks import Model, Multiplexer, Reader, ReaderOutput, Valve
-from spec.areas.watermarks import MIN_WATERMARK, FailoverStep, FinishSplitStep, RecordStep, event
-from spec.schedule import Event, Step
+from flink_semantics.conformance.strength import Mutant
+from flink_semantics.reference.watermarks import Model, Multiplexer, Reader, ReaderOutput, Valve
+from flink_semantics.spec.areas.watermarks import (
+    MIN_WATERMARK,
+    FailoverStep,
+    FinishSplitStep,
+    RecordStep,
+    event,
+)
+from flink_semantics.spec.schedule import Event, Step
+
 from tests.wrong_area import WrongArea
 
 
@@ -186,7 +193,7 @@ class BlocksWhenEqual(WrongWatermarks):
     model = _BlocksWhenEqual
 
 
-# The registry (python -m conformance strength, tests/test_wrong_watermarks.py): the property that
+# The registry (`strength`, tests/test_wrong_watermarks.py): the property that
 # must catch each mutant, and a rule its failure report must name.
 MUTANTS = [
     Mutant("FlinkValve230", "test_valve", "WM-19"),

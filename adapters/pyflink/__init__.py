@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from adapters import area_module as find_area_module
-from adapters import version
-from spec.area import areas
-from spec.schedule import Schedule, Trace
+from flink_semantics.adapters import area_module as find_area_module
+from flink_semantics.adapters import version
+from flink_semantics.spec.area import areas
+from flink_semantics.spec.schedule import Schedule, Trace
 
 
 @cache
@@ -75,13 +75,13 @@ class PyFlinkAdapter:
     expected_failures = expected_failures()
 
     def __init__(self) -> None:
-        from adapters.pyflink.session import check_prerequisites
+        from flink_semantics.adapters.pyflink.session import check_prerequisites
 
         check_prerequisites()
 
     def prepare(self) -> None:
         """Start Flink's JVM once, before the first batch."""
-        from adapters.pyflink.session import jvm
+        from flink_semantics.adapters.pyflink.session import jvm
 
         jvm()
 

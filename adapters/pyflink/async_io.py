@@ -116,8 +116,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spec.adapter import FREE
-from spec.areas.async_io import (
+from flink_semantics.spec.adapter import FREE
+from flink_semantics.spec.areas.async_io import (
     AdvanceStep,
     AsyncIoConfig,
     CompleteStep,
@@ -126,7 +126,7 @@ from spec.areas.async_io import (
     RetryConfig,
     event,
 )
-from spec.schedule import Event, Schedule, Trace, rejected
+from flink_semantics.spec.schedule import Event, Schedule, Trace, rejected
 
 COMPLETION_ORDER = FREE  # the calls complete in the Python worker's order, compared as a partial order
 
@@ -318,10 +318,9 @@ class _Pipeline:
 
 def _stream(env: Any, pipelines: list[_Pipeline]) -> Any:
     """The job's pipelines, their outputs unioned into the observer: the stream to collect."""
+    from flink_semantics.adapters.pyflink.session import jvm
     from pyflink.common import Time, Types
     from pyflink.datastream import AsyncDataStream, DataStream
-
-    from adapters.pyflink.session import jvm
 
     in_type = Types.TUPLE([Types.TUPLE([Types.INT(), Types.INT()]), Types.LONG()])
     out_type = Types.ROW([Types.INT(), Types.INT(), Types.INT(), Types.LONG()])
@@ -343,7 +342,7 @@ class _Job:
     """A submitted job, its outputs collected by a thread of its own."""
 
     def __init__(self, pipelines: list[_Pipeline], name: str):
-        from adapters.pyflink.session import stream_environment
+        from flink_semantics.adapters.pyflink.session import stream_environment
 
         env = stream_environment(**{"python.execution-mode": "process",
                                     "python.operator-chaining.enabled": "false", **BUNDLE})
@@ -401,8 +400,8 @@ def _trace(schedule: Schedule, rows: list[Observed], finished: bool) -> Trace:
 
 
 def run_batch(schedules: Sequence[Schedule]) -> list[Trace]:
-    from adapters.pyflink.session import stream_environment
-    from spec.adapter import AdapterError
+    from flink_semantics.adapters.pyflink.session import stream_environment
+    from flink_semantics.spec.adapter import AdapterError
 
     probe = None
     refused: dict[int, str] = {}

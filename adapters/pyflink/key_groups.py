@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from spec.area import get_area
-from spec.areas.key_groups import UpdateStep
-from spec.schedule import Schedule, Trace, rejected
+from flink_semantics.spec.area import get_area
+from flink_semantics.spec.areas.key_groups import UpdateStep
+from flink_semantics.spec.schedule import Schedule, Trace, rejected
 
 CAPABILITIES: dict[str, str | None] = {
     "key_groups": None,
@@ -70,7 +70,7 @@ class FlinkFunctions:
     """Flink's own key-group functions, called in Flink's JVM (cached per key)."""
 
     def __init__(self) -> None:
-        from adapters.pyflink.session import jvm
+        from flink_semantics.adapters.pyflink.session import jvm
 
         self.jvm = jvm()
         self.kga = self.jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment
@@ -131,11 +131,10 @@ def _int32(v: int) -> int:
 
 def _sum_function() -> Any:
     """The keyed operator: the key's sum per schedule, and the subtask it runs in."""
+    from flink_semantics.adapters.pyflink.session import subtask_index
     from pyflink.common import Types
     from pyflink.datastream import KeyedProcessFunction
     from pyflink.datastream.state import MapStateDescriptor
-
-    from adapters.pyflink.session import subtask_index
 
     class Sum(KeyedProcessFunction):
         def open(self, ctx: Any) -> None:
@@ -156,9 +155,8 @@ Groups = dict[tuple[int, int | None, str], list[tuple[int, int, Any, int]]]
 
 def observe(groups: Groups) -> dict[tuple[int, int], tuple[int, int]]:
     """Run one job with a pipeline per group; (schedule, step) -> (subtask, sum) as observed."""
+    from flink_semantics.adapters.pyflink.session import stream_environment
     from pyflink.common import Row, Types
-
-    from adapters.pyflink.session import stream_environment
 
     env = stream_environment()
     env.set_parallelism(1)

@@ -68,8 +68,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from spec.areas.mini_batch import EndStep, MiniBatchConfig, RowStep, event, validate_config
-from spec.schedule import Event, Schedule, ScheduleError, Trace, rejected
+from flink_semantics.spec.areas.mini_batch import EndStep, MiniBatchConfig, RowStep, event, validate_config
+from flink_semantics.spec.schedule import Event, Schedule, ScheduleError, Trace, rejected
 
 AREA = "mini_batch"
 
@@ -113,7 +113,7 @@ def _probe_key() -> int:
     in bucket 0: the first key a bundle emits, as it is the first the bundle holds."""
     with _lock:
         if not _checked:
-            from adapters.pyflink.session import jvm
+            from flink_semantics.adapters.pyflink.session import jvm
 
             j = jvm()
             row = j.org.apache.flink.table.data.binary.BinaryRowData(1)
@@ -139,9 +139,8 @@ def _options(c: MiniBatchConfig, latency: str | None = None) -> dict[str, str]:
 
 
 def _table_env(options: dict[str, str]) -> tuple[Any, Any]:
+    from flink_semantics.adapters.pyflink.session import stream_environment
     from pyflink.table import StreamTableEnvironment
-
-    from adapters.pyflink.session import stream_environment
 
     env = stream_environment()
     env.set_parallelism(1)

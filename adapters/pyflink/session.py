@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from adapters import check_java
-from spec.adapter import AdapterError
+from flink_semantics.adapters import check_java
+from flink_semantics.spec.adapter import AdapterError
 
 # Everything Flink starts listens on loopback only; no web UI is on the classpath.
 _CONF = {
@@ -35,7 +35,8 @@ def check_prerequisites() -> None:
         import pyflink  # noqa: F401
     except ImportError:
         raise AdapterError("pyflink adapter: apache-flink is not installed "
-                           "(pip install '.[pyflink]', or tox -e conformance-pyflink)") from None
+                           "(the pyflink extra: pip install 'flink-semantics[pyflink]', or '.[pyflink]' in a "
+                           "clone, or tox -e conformance-pyflink)") from None
     check_java("pyflink")
 
 

@@ -10,6 +10,6 @@
 pyspark itself is imported only when a Spark session is needed.
 """
 
-from adapters.pyspark.adapter import PySparkAdapter
+from flink_semantics.adapters.pyspark.adapter import PySparkAdapter
 
 __all__ = ["PySparkAdapter"]

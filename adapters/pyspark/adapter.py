@@ -34,11 +34,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters import version
-from adapters.pyspark.runtime import InjectedFailure, ScheduleStore, capabilities, run_schedule, scratch_dir
-from adapters.pyspark.session import check_prerequisites
-from spec.adapter import SCRIPTED
-from spec.schedule import Schedule, Trace, schedule_from_dict, trace_from_dict
+from flink_semantics.adapters import version
+from flink_semantics.adapters.pyspark.runtime import (
+    InjectedFailure,
+    ScheduleStore,
+    capabilities,
+    run_schedule,
+    scratch_dir,
+)
+from flink_semantics.adapters.pyspark.session import check_prerequisites
+from flink_semantics.spec.adapter import SCRIPTED
+from flink_semantics.spec.schedule import Schedule, Trace, schedule_from_dict, trace_from_dict
 
 OUTPUT_SCHEMA = "sid long, trace string, raised string, attempt int"
 
@@ -140,7 +146,7 @@ class PySparkAdapter:
 
     def prepare(self) -> None:
         """Start Spark and its Python workers once, before the first batch (spec/adapter.py)."""
-        from adapters.pyspark.session import get_spark
+        from flink_semantics.adapters.pyspark.session import get_spark
 
         spark = self.spark if self.spark is not None else get_spark()
         spark.createDataFrame([(0,)], "x long").mapInArrow(_passthrough, "x long").collect()
@@ -151,7 +157,7 @@ class PySparkAdapter:
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         if not schedules:
             return []
-        from adapters.pyspark.session import get_spark, max_task_failures
+        from flink_semantics.adapters.pyspark.session import get_spark, max_task_failures
 
         spark = self.spark if self.spark is not None else get_spark()
         job = self.root / f"job-{uuid.uuid4().hex}"

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import zipimport
 
+import flink_semantics.adapters.pyspark.adapter  # noqa: F401
 import pandas  # noqa: F401
 import pyarrow  # noqa: F401
 import pyspark.sql.pandas.serializers  # noqa: F401
 import pyspark.worker  # noqa: F401
+from flink_semantics.adapters.pyspark.runtime import area_module, implemented_areas
+from flink_semantics.spec.area import get_area
+from flink_semantics.spec.schedule import prepare_types
 from pyspark import daemon
-
-import adapters.pyspark.adapter  # noqa: F401
-from adapters.pyspark.runtime import area_module, implemented_areas
-from spec.area import get_area
-from spec.schedule import prepare_types
 
 
 def _keep_zip_directories(self: zipimport.zipimporter) -> None:

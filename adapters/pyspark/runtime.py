@@ -35,9 +35,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from spec.adapter import SCRIPTED
-from spec.area import areas, get_area
-from spec.schedule import Event, Schedule, Step, Trace, make_trace, rejected
+from flink_semantics.spec.adapter import SCRIPTED
+from flink_semantics.spec.area import areas, get_area
+from flink_semantics.spec.schedule import Event, Schedule, Step, Trace, make_trace, rejected
 
 
 class InjectedFailure(RuntimeError):
@@ -261,7 +261,7 @@ class ScheduleRun:
 def area_module(area: str) -> Any:
     """`adapters/pyspark/<area>`: its CAPABILITIES and its `Run`."""
     get_area(area)
-    return importlib.import_module(f"adapters.pyspark.{area}")
+    return importlib.import_module(f"flink_semantics.adapters.pyspark.{area}")
 
 
 def implemented_areas() -> list[str]:
@@ -271,7 +271,7 @@ def implemented_areas() -> list[str]:
         try:
             area_module(name)
         except ModuleNotFoundError as e:
-            if e.name != f"adapters.pyspark.{name}":
+            if e.name != f"flink_semantics.adapters.pyspark.{name}":
                 raise
             continue
         found.append(name)

@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from adapters import check_java
-from spec.adapter import AdapterError
+from flink_semantics.adapters import check_java
+from flink_semantics.spec.adapter import AdapterError
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 DEFAULT_MAX_FAILURES = 8
@@ -45,7 +45,8 @@ def _check_pyspark() -> None:
         import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError as e:
-        raise AdapterError(f"pyspark adapter: {e.name} is not installed (pip install '.[spark]')") from None
+        raise AdapterError(f"pyspark adapter: {e.name} is not installed (the spark extra: pip install "
+                           "'flink-semantics[spark]', or '.[spark]' in a clone)") from None
 
 
 def _check_java() -> None:
@@ -85,7 +86,7 @@ _CONF = {
     # A failed task is run again at once: no waiting for a more local slot (there is none).
     "spark.locality.wait": "0s",
     # Workers are forked from a daemon that has already imported the runtime (daemon.py).
-    "spark.python.daemon.module": "adapters.pyspark.daemon",
+    "spark.python.daemon.module": "flink_semantics.adapters.pyspark.daemon",
     # Injected task failures are expected: keep their stack traces out of the test output.
     "spark.log.level": "FATAL",
 }

@@ -21,12 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any
 
-from adapters import area_module as find_area_module
-from adapters import version
-from adapters.pyspark.runtime import scratch_dir
-from spec.adapter import SCRIPTED
-from spec.area import areas
-from spec.schedule import Schedule, Trace
+from flink_semantics.adapters import area_module as find_area_module
+from flink_semantics.adapters import version
+from flink_semantics.adapters.pyspark.runtime import scratch_dir
+from flink_semantics.spec.adapter import SCRIPTED
+from flink_semantics.spec.area import areas
+from flink_semantics.spec.schedule import Schedule, Trace
 
 
 @cache
@@ -50,7 +50,7 @@ class SparkNativeAdapter:
 
     def __init__(self, spark: Any = None):
         if spark is None:
-            from adapters.pyspark.session import check_prerequisites
+            from flink_semantics.adapters.pyspark.session import check_prerequisites
 
             check_prerequisites()
         self.spark = spark
@@ -59,7 +59,7 @@ class SparkNativeAdapter:
 
     def _session(self) -> Any:
         if self.spark is None:
-            from adapters.pyspark.session import get_spark
+            from flink_semantics.adapters.pyspark.session import get_spark
 
             self.spark = get_spark()
         if not self._configured:

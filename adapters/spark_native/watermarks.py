@@ -53,8 +53,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from spec.area import get_area
-from spec.areas.watermarks import (
+from flink_semantics.spec.area import get_area
+from flink_semantics.spec.areas.watermarks import (
     AddSplitStep,
     AlignStep,
     EndStep,
@@ -64,7 +64,7 @@ from spec.areas.watermarks import (
     TickStep,
     WatermarksConfig,
 )
-from spec.schedule import Event, Schedule, Step
+from flink_semantics.spec.schedule import Event, Schedule, Step
 
 AREA = "watermarks"
 OFFSET = 10**9  # ms: about eleven days after the epoch
@@ -129,7 +129,7 @@ class NativeRun:
     # ---- the query -------------------------------------------------------------------
 
     def _start(self) -> None:
-        from adapters.pyspark.session import is_connect
+        from flink_semantics.adapters.pyspark.session import is_connect
 
         if is_connect(self.spark):  # a Connect client next to a classic session needs its own functions
             from pyspark.sql.connect import functions as F

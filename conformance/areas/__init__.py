@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any, Protocol
 
-from spec.area import get_area
-from spec.schedule import Event, Schedule
+from flink_semantics.spec.area import get_area
+from flink_semantics.spec.schedule import Event, Schedule
 
 
 class CheckerHooks(Protocol):
@@ -47,7 +47,7 @@ class CheckerHooks(Protocol):
 def hooks(area: str) -> CheckerHooks:
     """The conformance module of an area (`conformance/areas/<area>.py`)."""
     get_area(area)
-    return importlib.import_module(f"conformance.areas.{area}")  # type: ignore[return-value]
+    return importlib.import_module(f"flink_semantics.conformance.areas.{area}")  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------

@@ -27,13 +27,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
-from hypothesis import strategies as st
-
-from conformance.strategies import Malformed, batches
-from reference.async_io import BACKOFF, DONE, IN_FLIGHT, STALLED, AsyncIoModel
-from spec.adapter import FREE, unsupported
-from spec.area import areas
-from spec.areas.async_io import (
+from flink_semantics.conformance.strategies import Malformed, batches
+from flink_semantics.reference.async_io import BACKOFF, DONE, IN_FLIGHT, STALLED, AsyncIoModel
+from flink_semantics.spec.adapter import FREE, unsupported
+from flink_semantics.spec.area import areas
+from flink_semantics.spec.areas.async_io import (
     DEFAULT_CAPACITY,
     RETRY_STRATEGIES,
     AdvanceStep,
@@ -52,7 +50,8 @@ from spec.areas.async_io import (
     retry_enabled,
     validate_config,
 )
-from spec.schedule import Event, Schedule, ScheduleError, Step, validate_schedule
+from flink_semantics.spec.schedule import Event, Schedule, ScheduleError, Step, validate_schedule
+from hypothesis import strategies as st
 
 AREA = "async_io"
 

@@ -23,20 +23,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hypothesis import strategies as st
-
-from conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
-from conformance.strategies import Malformed, batches
-from reference.key_groups import Model, operator_index
-from spec.adapter import unsupported
-from spec.areas.key_groups import (
+from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
+from flink_semantics.conformance.strategies import Malformed, batches
+from flink_semantics.reference.key_groups import Model, operator_index
+from flink_semantics.spec.adapter import unsupported
+from flink_semantics.spec.areas.key_groups import (
     AddStateStep,
     CheckpointStep,
     KeyGroupsConfig,
     RestoreStep,
     UpdateStep,
 )
-from spec.schedule import Event, Schedule, Step, Trace, validate_schedule
+from flink_semantics.spec.schedule import Event, Schedule, Step, Trace, validate_schedule
+from hypothesis import strategies as st
 
 AREA = "key_groups"
 IN_FLIGHT = "inflight"  # the async operator's list state of stored elements (AIO-49)

@@ -25,13 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hypothesis import strategies as st
-
-from conformance.areas import never_free, no_order_graph, no_output_keys
-from conformance.strategies import Malformed, batches
-from reference.mini_batch import Acc, Model
-from spec.adapter import unsupported
-from spec.areas.mini_batch import (
+from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys
+from flink_semantics.conformance.strategies import Malformed, batches
+from flink_semantics.reference.mini_batch import Acc, Model
+from flink_semantics.spec.adapter import unsupported
+from flink_semantics.spec.areas.mini_batch import (
     MAX_WATERMARK,
     RETRACTIONS,
     AdvanceStep,
@@ -44,7 +42,8 @@ from spec.areas.mini_batch import (
     StatusStep,
     WatermarkStep,
 )
-from spec.schedule import Schedule, Step, Trace, validate_schedule
+from flink_semantics.spec.schedule import Schedule, Step, Trace, validate_schedule
+from hypothesis import strategies as st
 
 AREA = "mini_batch"
 

@@ -26,13 +26,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
-from hypothesis import strategies as st
-
-from conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
-from conformance.strategies import Malformed, batches
-from reference.sources import ABORTED, BARRIER, TAKEN, Model, tasks_to_restart
-from spec.adapter import unsupported
-from spec.areas.sources import (
+from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
+from flink_semantics.conformance.strategies import Malformed, batches
+from flink_semantics.reference.sources import ABORTED, BARRIER, TAKEN, Model, tasks_to_restart
+from flink_semantics.spec.adapter import unsupported
+from flink_semantics.spec.areas.sources import (
     AbortStep,
     AssignStep,
     BarrierStep,
@@ -49,7 +47,8 @@ from spec.areas.sources import (
     SourcesConfig,
     task_count,
 )
-from spec.schedule import Schedule, Step, Trace, validate_schedule
+from flink_semantics.spec.schedule import Schedule, Step, Trace, validate_schedule
+from hypothesis import strategies as st
 
 AREA = "sources"
 

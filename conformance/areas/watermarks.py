@@ -22,13 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hypothesis import strategies as st
-
-from conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
-from conformance.strategies import Malformed, batches
-from reference.watermarks import Model
-from spec.adapter import unsupported
-from spec.areas.watermarks import (
+from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
+from flink_semantics.conformance.strategies import Malformed, batches
+from flink_semantics.reference.watermarks import Model
+from flink_semantics.spec.adapter import unsupported
+from flink_semantics.spec.areas.watermarks import (
     MIN_WATERMARK,
     AddSplitStep,
     AlignStep,
@@ -39,7 +37,8 @@ from spec.areas.watermarks import (
     TickStep,
     WatermarksConfig,
 )
-from spec.schedule import Schedule, Step, Trace, validate_schedule
+from flink_semantics.spec.schedule import Schedule, Step, Trace, validate_schedule
+from hypothesis import strategies as st
 
 AREA = "watermarks"
 
@@ -414,9 +413,9 @@ def into_async_io(draw: Any, f: Features, modes: Sequence[str]) -> Schedule:
     """A watermarks schedule run on the reference; what its valve's task receives becomes the input
     of an async I/O operator in that task (capacity 100, so every record is admitted at once), each
     call completing, with its record's index as its result, at a drawn later point."""
-    from reference import expected_trace
-    from spec.areas.async_io import AsyncIoConfig, CompleteStep, StatusStep, WatermarkStep
-    from spec.areas.async_io import RecordStep as AsyncRecord
+    from flink_semantics.reference import expected_trace
+    from flink_semantics.spec.areas.async_io import AsyncIoConfig, CompleteStep, StatusStep, WatermarkStep
+    from flink_semantics.spec.areas.async_io import RecordStep as AsyncRecord
 
     inputs = downstream_inputs(expected_trace(draw(schedules(f))))
     config = AsyncIoConfig(mode=draw(st.sampled_from(list(modes))))

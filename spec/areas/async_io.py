@@ -9,8 +9,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, Mark, Notation, Timeline, clock, int_list, numbered, template_renderer
-from spec.schedule import (
+from flink_semantics.spec.area import (
+    Area,
+    Mark,
+    Notation,
+    Timeline,
+    clock,
+    int_list,
+    numbered,
+    template_renderer,
+)
+from flink_semantics.spec.schedule import (
     CHECKPOINT,
     CRASH,
     EFFECT,

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, Mark, Notation, Timeline, int_list, numbered, template_renderer
-from spec.schedule import MARKER, OUTPUT, Event, EventKind, Schedule, ScheduleError, Step
+from flink_semantics.spec.area import Area, Mark, Notation, Timeline, int_list, numbered, template_renderer
+from flink_semantics.spec.schedule import MARKER, OUTPUT, Event, EventKind, Schedule, ScheduleError, Step
 
 LOWER_BOUND_MAX_PARALLELISM = 1 << 7  # 128
 UPPER_BOUND_MAX_PARALLELISM = 1 << 15  # 32768

@@ -16,8 +16,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, KeyOrder, Mark, Notation, Timeline, clock, numbered, template_renderer
-from spec.schedule import (
+from flink_semantics.spec.area import (
+    Area,
+    KeyOrder,
+    Mark,
+    Notation,
+    Timeline,
+    clock,
+    numbered,
+    template_renderer,
+)
+from flink_semantics.spec.schedule import (
     CHECKPOINT,
     CRASH,
     END,

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spec.area import Area, Mark, Notation, Timeline, clock, numbered, template_renderer
-from spec.schedule import END, MARKER, OUTPUT, Event, EventKind, Schedule, ScheduleError, Step
+from flink_semantics.spec.area import Area, Mark, Notation, Timeline, clock, numbered, template_renderer
+from flink_semantics.spec.schedule import END, MARKER, OUTPUT, Event, EventKind, Schedule, ScheduleError, Step
 
 NON_NEGATIVE = {"min": 0}
 POSITIVE = {"min": 1}

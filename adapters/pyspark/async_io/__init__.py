@@ -7,14 +7,14 @@
 pyspark itself is imported only when a Spark session is needed.
 """
 
-from adapters.pyspark.async_io.api import (
+from flink_semantics.adapters.pyspark.async_io.api import (
     AsyncFunctionFailed,
     async_map,
     operator_config,
     retry_strategy,
     run_operator,
 )
-from adapters.pyspark.async_io.conformance import CAPABILITIES, Run
+from flink_semantics.adapters.pyspark.async_io.conformance import CAPABILITIES, Run
 
 __all__ = ["CAPABILITIES", "AsyncFunctionFailed", "Run", "async_map", "operator_config", "retry_strategy",
            "run_operator"]

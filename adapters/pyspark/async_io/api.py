@@ -38,7 +38,7 @@ import selectors
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
-from adapters.pyspark.async_io.operator import (
+from flink_semantics.adapters.pyspark.async_io.operator import (
     AsyncWaitOperator,
     EndOfInput,
     Entry,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from adapters.pyspark.async_io.operator import (
+from flink_semantics.adapters.pyspark.async_io.operator import (
     AsyncWaitOperator,
     Barrier,
     EndOfInput,
@@ -26,8 +26,8 @@ from adapters.pyspark.async_io.operator import (
     any_error,
     empty_result,
 )
-from adapters.pyspark.runtime import ScheduleRun, ScheduleStore, VirtualTimers
-from spec.areas.async_io import (
+from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore, VirtualTimers
+from flink_semantics.spec.areas.async_io import (
     AdvanceStep,
     AsyncIoConfig,
     CheckpointStep,
@@ -41,7 +41,7 @@ from spec.areas.async_io import (
     WatermarkStep,
     event,
 )
-from spec.schedule import Schedule, Step
+from flink_semantics.spec.schedule import Schedule, Step
 
 # Opt-in (spec/adapter.py): every async I/O capability this implementation supports, by name.
 CAPABILITIES: dict[str, str | None] = {

@@ -19,9 +19,9 @@ pyspark itself is imported only by `spark.py` and `stream.py`.
 
 from __future__ import annotations
 
-from adapters.pyspark.key_groups.engine import KeyedOperator, Refused, parallelism_in_bounds
-from adapters.pyspark.runtime import ScheduleRun, ScheduleStore
-from spec.areas.key_groups import (
+from flink_semantics.adapters.pyspark.key_groups.engine import KeyedOperator, Refused, parallelism_in_bounds
+from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore
+from flink_semantics.spec.areas.key_groups import (
     AddStateStep,
     CheckpointStep,
     KeyGroupsConfig,
@@ -29,7 +29,7 @@ from spec.areas.key_groups import (
     UpdateStep,
     event,
 )
-from spec.schedule import Schedule, Step
+from flink_semantics.spec.schedule import Schedule, Step
 
 # Opt-in (spec/adapter.py): every key groups capability this implementation supports.
 CAPABILITIES: dict[str, str | None] = {

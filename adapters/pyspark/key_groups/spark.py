@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.pyspark.key_groups.engine import (
+from flink_semantics.adapters.pyspark.key_groups.engine import (
     C1,
     C2,
     C3,

@@ -50,16 +50,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapters.pyspark.key_groups.engine import (
+from flink_semantics.adapters.pyspark.key_groups.engine import (
     default_max_parallelism,
     key_group_range,
     key_sort,
     parallelism_in_bounds,
     restore_refusal,
 )
-from adapters.pyspark.key_groups.spark import partition_salts, with_key_groups
-from adapters.pyspark.session import query_conf, struct
-from spec.areas.key_groups import (
+from flink_semantics.adapters.pyspark.key_groups.spark import partition_salts, with_key_groups
+from flink_semantics.adapters.pyspark.session import query_conf, struct
+from flink_semantics.spec.areas.key_groups import (
     AddStateStep,
     CheckpointStep,
     KeyGroupsConfig,
@@ -67,7 +67,7 @@ from spec.areas.key_groups import (
     UpdateStep,
     event,
 )
-from spec.schedule import Event, Schedule
+from flink_semantics.spec.schedule import Event, Schedule
 
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 REFUSED_GROUP = -1  # the grouping key of a null key's row under `flink` (KG-7)
@@ -143,7 +143,7 @@ def _text(v: Any) -> str | None:
 
 
 def _functions(spark: Any) -> Any:
-    from adapters.pyspark.session import is_connect
+    from flink_semantics.adapters.pyspark.session import is_connect
 
     if is_connect(spark):  # a Connect client next to a classic session needs its own functions
         from pyspark.sql.connect import functions as F
@@ -153,7 +153,7 @@ def _functions(spark: Any) -> Any:
 
 
 def _window(spark: Any) -> Any:
-    from adapters.pyspark.session import is_connect
+    from flink_semantics.adapters.pyspark.session import is_connect
 
     if is_connect(spark):
         from pyspark.sql.connect.window import Window
@@ -468,7 +468,7 @@ class StreamRun:
 
 def run_schedule(spark: Any, schedule: Schedule, root: Path | None = None) -> list[Event]:
     """The schedule's events through Structured Streaming; its checkpoints removed afterwards."""
-    from adapters.pyspark.runtime import scratch_dir
+    from flink_semantics.adapters.pyspark.runtime import scratch_dir
 
     base = Path(root) if root is not None else scratch_dir("kg-stream-")
     try:

@@ -19,9 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from adapters.pyspark.mini_batch.engine import Acc, Change, Pipeline, Settings, refusal, restore
-from adapters.pyspark.runtime import ScheduleRun, ScheduleStore, VirtualTimers
-from spec.areas.mini_batch import (
+from flink_semantics.adapters.pyspark.mini_batch.engine import (
+    Acc,
+    Change,
+    Pipeline,
+    Settings,
+    refusal,
+    restore,
+)
+from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore, VirtualTimers
+from flink_semantics.spec.areas.mini_batch import (
     AdvanceStep,
     CheckpointStep,
     CrashStep,
@@ -32,7 +39,7 @@ from spec.areas.mini_batch import (
     WatermarkStep,
     event,
 )
-from spec.schedule import Schedule, Step
+from flink_semantics.spec.schedule import Schedule, Step
 
 # Opt-in (spec/adapter.py): every mini-batch capability this implementation supports.
 CAPABILITIES: dict[str, str | None] = {

@@ -93,7 +93,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.pyspark.mini_batch.engine import (
+from flink_semantics.adapters.pyspark.mini_batch.engine import (
     Acc,
     BundleOperator,
     ChangelogMode,
@@ -107,9 +107,9 @@ from adapters.pyspark.mini_batch.engine import (
     merge_key,
     refusal,
 )
-from adapters.pyspark.runtime import VirtualClock, VirtualTimers
-from adapters.pyspark.session import query_conf, struct
-from spec.areas.mini_batch import (
+from flink_semantics.adapters.pyspark.runtime import VirtualClock, VirtualTimers
+from flink_semantics.adapters.pyspark.session import query_conf, struct
+from flink_semantics.spec.areas.mini_batch import (
     AdvanceStep,
     CheckpointStep,
     CrashStep,
@@ -120,7 +120,7 @@ from spec.areas.mini_batch import (
     WatermarkStep,
     event,
 )
-from spec.schedule import Event, Schedule, rejected
+from flink_semantics.spec.schedule import Event, Schedule, rejected
 
 try:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -694,7 +694,7 @@ def run_schedule(spark: Any, schedule: Schedule, root: Path | None = None,
                  steps_per_batch: int | None = None, partitions: int = 1) -> list[Event]:
     """The schedule's events through Structured Streaming (a micro-batch every `steps_per_batch`
     steps at most; `partitions` state partitions per stage); its directories removed afterwards."""
-    from adapters.pyspark.runtime import scratch_dir
+    from flink_semantics.adapters.pyspark.runtime import scratch_dir
 
     base = Path(root) if root is not None else scratch_dir("mb-stream-")
     try:

@@ -6,11 +6,11 @@
 * `conformance.py`: a schedule of the area run on them, failures as real Spark task failures
   (`Run`, `CAPABILITIES`);
 * `stream.py`: the Structured Streaming source on the Python data source API, and the
-  fault-injection run (`python -m adapters.pyspark.sources.faults`).
+  fault-injection run (`python -m flink_semantics.adapters.pyspark.sources.faults`).
 
 pyspark itself is imported only when a Spark session is needed.
 """
 
-from adapters.pyspark.sources.conformance import CAPABILITIES, Run
+from flink_semantics.adapters.pyspark.sources.conformance import CAPABILITIES, Run
 
 __all__ = ["CAPABILITIES", "Run"]

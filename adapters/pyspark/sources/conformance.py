@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.pyspark.runtime import ScheduleRun, ScheduleStore
-from adapters.pyspark.sources.engine import (
+from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore
+from flink_semantics.adapters.pyspark.sources.engine import (
     GlobalFailure,
     Position,
     SourceCoordinator,
@@ -27,7 +27,7 @@ from adapters.pyspark.sources.engine import (
     redistribute,
     restart_set,
 )
-from spec.areas.sources import (
+from flink_semantics.spec.areas.sources import (
     AbortStep,
     AssignStep,
     BarrierStep,
@@ -44,7 +44,7 @@ from spec.areas.sources import (
     SourcesConfig,
     event,
 )
-from spec.schedule import Event, Schedule, Step
+from flink_semantics.spec.schedule import Event, Schedule, Step
 
 # Opt-in (spec/adapter.py): every sources capability this implementation supports.
 CAPABILITIES: dict[str, str | None] = {

@@ -1,8 +1,8 @@
 """The fault-injection run: generated jobs through the Structured Streaming source (stream.py) with
 real reader task failures and real query failures and restarts, then the committed output counted.
 
-    python -m adapters.pyspark.sources.faults                       # the default size
-    python -m adapters.pyspark.sources.faults --schedules 1000 --restarts 12 --seed 7
+    python -m flink_semantics.adapters.pyspark.sources.faults                       # the default size
+    python -m flink_semantics.adapters.pyspark.sources.faults --schedules 1000 --restarts 12 --seed 7
 
 Each generated schedule is a job: its splits (record counts), its readers, and the failures it
 injects: reader failures (partition r of batch N raises halfway through reading; Spark runs the
@@ -40,7 +40,7 @@ QUERY_TIMEOUT_S = 600  # one run of the query, from a start to its end or failur
 def readers_at_work(job: dict[str, Any]) -> list[list[int]]:
     """For each batch the job runs, the readers that read a record in it (the planner is a pure
     function of the previous offset, so a replay after a failure plans the same)."""
-    from adapters.pyspark.sources.stream import initial_job_state, plan_round
+    from flink_semantics.adapters.pyspark.sources.stream import initial_job_state, plan_round
 
     out: list[list[int]] = []
     state = plan_round(job, initial_job_state(job), RECORDS_PER_POLL)
@@ -132,9 +132,7 @@ def run(spark: Any, jobs: list[dict[str, Any]], failures: dict[str, Any], workdi
         log: Any = print, sink: Any = None) -> Report:
     """Run the jobs to the end through the source, restarting the query after each failure.
     `sink`: the foreachBatch function (default: stream.IdempotentSink)."""
-    from pyspark.errors import StreamingQueryException
-
-    from adapters.pyspark.sources.stream import (
+    from flink_semantics.adapters.pyspark.sources.stream import (
         FORMAT,
         Flip27Source,
         IdempotentSink,
@@ -142,6 +140,7 @@ def run(spark: Any, jobs: list[dict[str, Any]], failures: dict[str, Any], workdi
         offsets_written,
         return_uncommitted,
     )
+    from pyspark.errors import StreamingQueryException
 
     started = time.monotonic()
     spark.dataSource.register(Flip27Source)
@@ -191,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="query failures to inject (half enumerator, half job failures)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    from adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.session import get_spark
 
     jobs, failures = generate(args.schedules, args.restarts, args.seed)
     workdir = tempfile.mkdtemp(prefix="sources-faults-")
@@ -202,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n".join(report.lines()))
     if not report.ok:
-        print("FAILED: reproduce with: python -m adapters.pyspark.sources.faults "
+        print("FAILED: reproduce with: python -m flink_semantics.adapters.pyspark.sources.faults "
               f"--schedules {args.schedules} --restarts {args.restarts} --seed {args.seed}")
     return 0 if report.ok else 1
 

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flink_semantics.adapters.pyspark.runtime import InjectedFailure
+from flink_semantics.adapters.pyspark.sources.engine import SourceCoordinator, SourceReader, SplitEnumerator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -50,9 +52,6 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-
-from adapters.pyspark.runtime import InjectedFailure
-from adapters.pyspark.sources.engine import SourceCoordinator, SourceReader, SplitEnumerator
 
 FORMAT = "flip27"
 SCHEMA = "job int, reader int, split int, offset int"

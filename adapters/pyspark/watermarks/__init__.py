@@ -10,6 +10,6 @@
 pyspark itself is imported only when a Spark session is needed.
 """
 
-from adapters.pyspark.watermarks.conformance import CAPABILITIES, Run
+from flink_semantics.adapters.pyspark.watermarks.conformance import CAPABILITIES, Run
 
 __all__ = ["CAPABILITIES", "Run"]

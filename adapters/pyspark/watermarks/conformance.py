@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.pyspark.runtime import ScheduleRun, ScheduleStore, VirtualClock, VirtualTimers
-from adapters.pyspark.watermarks.engine import (
+from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore, VirtualClock, VirtualTimers
+from flink_semantics.adapters.pyspark.watermarks.engine import (
     AlignmentCoordinator,
     SourceReader,
     StatusWatermarkValve,
 )
-from spec.areas.watermarks import (
+from flink_semantics.spec.areas.watermarks import (
     AddSplitStep,
     AlignStep,
     EndStep,
@@ -36,7 +36,7 @@ from spec.areas.watermarks import (
     WatermarksConfig,
     event,
 )
-from spec.schedule import Event, Schedule, Step
+from flink_semantics.spec.schedule import Event, Schedule, Step
 
 # Opt-in (spec/adapter.py): every watermarks capability this implementation supports.
 CAPABILITIES: dict[str, str | None] = {

@@ -130,15 +130,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
-
-from adapters.pyspark.watermarks.engine import (
+from flink_semantics.adapters.pyspark.watermarks.engine import (
     AlignmentCoordinator,
     BoundedOutOfOrderness,
     Generator,
@@ -148,7 +140,7 @@ from adapters.pyspark.watermarks.engine import (
     WatermarkSampler,
     WithIdleness,
 )
-from spec.areas.watermarks import (
+from flink_semantics.spec.areas.watermarks import (
     AddSplitStep,
     AlignStep,
     EndStep,
@@ -158,7 +150,14 @@ from spec.areas.watermarks import (
     TickStep,
     WatermarksConfig,
 )
-from spec.schedule import Schedule, Step, parse_schedule
+from flink_semantics.spec.schedule import Schedule, Step, parse_schedule
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 FORMAT = "flink_watermarks"
 # In-band rows of the readers.  No nulls: a long column with nulls reaches pandas as float64, which

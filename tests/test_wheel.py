@@ -1,0 +1,78 @@
+"""The suite as a user installs it: the wheel built from this checkout, installed into a fresh virtual
+environment outside the repository, beside another distribution's top-level `adapters` package, and
+run from another directory (README, "From a clone, or installed beside your engine").
+
+Building the wheel and installing its dependencies needs the package index (or pip's cache).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DECOY = "another distribution's adapters"  # what the other distribution's `adapters` package holds
+
+
+def run(*args: str | Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """A command with an environment that does not point into the checkout."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CONFORMANCE_", "PYTHON", "VIRTUAL_ENV", "PIP_REQUIRE"))}
+    return subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_the_wheel_installs_beside_other_packages_and_runs_from_anywhere(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    built = run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", tmp_path / "dist", REPO,
+                cwd=elsewhere)
+    assert built.returncode == 0, built.stdout + built.stderr
+    [wheel] = (tmp_path / "dist").glob("flink_semantics-*.whl")
+    # One top-level package, named after the project (and the distribution's metadata).
+    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"flink_semantics"}, tops
+
+    venv.create(tmp_path / "venv", with_pip=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                    cwd=elsewhere).stdout.strip())
+    # Another distribution that owns the top-level name `adapters` (as a popular one on the index does).
+    (site / "adapters").mkdir()
+    (site / "adapters" / "__init__.py").write_text(f"OWNER = {DECOY!r}\n")
+    installed = run(python, "-m", "pip", "install", "--quiet", wheel, cwd=elsewhere)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    owner = run(python, "-c", "import adapters; print(adapters.OWNER)", cwd=elsewhere)
+    assert owner.stdout.strip() == DECOY, owner.stdout + owner.stderr
+
+    # The suite from another directory, found by its package name; the plugin comes from the entry point.
+    suite = run(python, "-m", "pytest", "--pyargs", "flink_semantics.conformance", "--adapter", "reference",
+                "--areas", "key_groups", "-p", "no:cacheprovider",
+                "--conformance-report", tmp_path / "report.json", cwd=elsewhere)
+    assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-3000:]
+    assert "conformance: adapter reference (reference, version the suite's reference model" in suite.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    plugins = [line for line in suite.stdout.splitlines() if line.startswith("plugins: ")]
+    assert plugins and "flink-semantics-" in plugins[0], plugins  # the plugin, by its entry point
+    where = run(python, "-c", "import flink_semantics.conformance as c; print(c.__file__)", cwd=elsewhere)
+    assert where.stdout.strip() == str(site / "flink_semantics" / "conformance" / "__init__.py"), where
+    verdicts = {r["id"]: r["verdict"] for r in report["rules"]}
+    assert verdicts["KG-1"] == "passed" and report["areas"] == ["key_groups"], report["areas"]
+    assert not list(elsewhere.iterdir()), list(elsewhere.iterdir())  # nothing written where it ran
+
+    # The command line, and the one-line error of a missing extra.
+    schedule = json.dumps({"area": "key_groups", "config": {"parallelism": 2},
+                           "steps": [{"op": "update", "key": 7}]})
+    check = run(python, "-m", "flink_semantics.conformance", "check", "--json", schedule, cwd=elsewhere)
+    assert check.returncode == 0, check.stdout + check.stderr
+    spark = run(python, "-m", "flink_semantics.conformance", "check", "--json", schedule,
+                "--adapter", "pyspark", cwd=elsewhere)
+    assert spark.returncode == 3, spark.stdout + spark.stderr
+    assert spark.stderr.strip().splitlines()[-1].endswith(
+        "is not installed (the spark extra: pip install 'flink-semantics[spark]', or '.[spark]' in a clone)"
+    ), spark.stderr
