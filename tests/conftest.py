@@ -1,5 +1,5 @@
 """Make the repository root importable, so that tests can name `tests.wrong_adapters` and friends;
-and the Spark session the Spark tests share."""
+the Spark session the Spark tests share; and the longest test first."""
 
 import sys
 from pathlib import Path
@@ -10,6 +10,15 @@ import pytest
 ROOT = str(Path(__file__).resolve().parent.parent)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+
+# Run before the others, so that under xdist (-n 2) the longest test overlaps the rest instead of
+# ending the run alone: building and installing the wheel takes 40 s of one worker.
+FIRST = ("tests/test_wheel.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the order otherwise kept
 
 
 @pytest.fixture(scope="session")

@@ -45,7 +45,7 @@ def test_the_wheel_installs_beside_other_packages_and_runs_from_anywhere(tmp_pat
     # Another distribution that owns the top-level name `adapters` (as a popular one on the index does).
     (site / "adapters").mkdir()
     (site / "adapters" / "__init__.py").write_text(f"OWNER = {DECOY!r}\n")
-    installed = run(python, "-m", "pip", "install", "--quiet", wheel, cwd=elsewhere)
+    installed = run(python, "-m", "pip", "install", "--quiet", "--no-compile", wheel, cwd=elsewhere)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     owner = run(python, "-c", "import adapters; print(adapters.OWNER)", cwd=elsewhere)
     assert owner.stdout.strip() == DECOY, owner.stdout + owner.stderr
