@@ -313,7 +313,7 @@ class Conformance:
         pytest.exit(self.fatal, returncode=3)
 
     def property_rules(self) -> list[str]:
-        """The rules the current property checks against this adapter (`claimed_rules`)."""
+        """The rules the current property checks against this adapter (those it has the needs for)."""
         if self.item is None:
             return []
         props: dict[str, Any] = dict(self.item.user_properties)
@@ -730,17 +730,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     state.conformance.item = item
     rules, lacking = item_rules(item), lacking_rules(item, state.conformance)
     claimed = [r for r in rules if r not in lacking]
-    # Every rule when the property does not run (it is unsupported for all of them), else the ones it checks.
-    item.user_properties.append(("conformance_rules", claimed or rules))
-    name = state.conformance.name
-    item.user_properties.append(("conformance_rules_lacking", {
-        r: f"[{r}] adapter {name!r} lacks {why}" for r, why in lacking.items()} if claimed else {}))
-    item.user_properties.append(("conformance_replay", item.get_closest_marker("corpus") is not None))
     needs = [*item_areas(item), *(c for m in item.iter_markers("needs") for c in m.args)]
     missing = state.conformance.missing(needs, item_areas(item))
-    if missing or (rules and not claimed):
-        why = "; ".join([f"{cap}: {reason}" for cap, reason in missing]
-                        + list(dict.fromkeys(lacking.values())) * (not missing))
+    runs = not missing and (bool(claimed) or not rules)
+    name = state.conformance.name
+    # A property that runs claims the rules it can show, and each rule it cannot is unsupported on its
+    # own; one that does not run is unsupported for all of its rules.
+    item.user_properties.append(("conformance_rules", claimed if runs else rules))
+    item.user_properties.append(("conformance_rules_lacking", {
+        r: f"[{r}] adapter {name!r} lacks {why}" for r, why in lacking.items()} if runs else {}))
+    item.user_properties.append(("conformance_replay", item.get_closest_marker("corpus") is not None))
+    if not runs:
+        why = "; ".join([f"{cap}: {reason}" for cap, reason in missing] or dict.fromkeys(lacking.values()))
         pytest.skip(f"{UNSUPPORTED} [{', '.join(rules)}] adapter {name!r} lacks {why}")
 
 
