@@ -83,17 +83,18 @@ def verdicts(rules: Mapping[str, Rule], results: Iterable[ItemResult], areas: Se
     chosen.sort(key=lambda r: (r.file != "schedules.md", r.file, _number(r.id)))
     out = []
     for rule in chosen:
-        items = by_rule.get(rule.id, [])
+        # By node ID: the reason and the reproducer shown are the same in whatever order the properties
+        # ran and reported (xdist).
+        items = sorted(by_rule.get(rule.id, []), key=lambda i: i.nodeid)
         v = Verdict(rule.id, rule_area(rule.id), rule.level, NOT_RUN)
         failed = [i for i in items if i.outcome in (FAILED, XFAIL) and rule.id in i.blamed]
         passed = [i for i in items if i.outcome == PASSED]
-        # By node ID: the reason shown is the same however the properties ran (xdist, order).
-        unsupported = sorted((i for i in items if i.outcome == UNSUPPORTED), key=lambda i: i.nodeid)
+        unsupported = [i for i in items if i.outcome == UNSUPPORTED]
         own = [i for i in items if not i.replay]
         if not failed and own and all(i.outcome == UNSUPPORTED for i in own):
             # A corpus case names every rule of the property that found it: passing it, or failing
             # it on other rules, shows nothing of a rule whose own properties the adapter cannot run.
-            items, passed, unsupported = own, [], sorted(own, key=lambda i: i.nodeid)
+            items, passed, unsupported = own, [], own
         if failed:
             v.verdict, v.reproducer = FAILED, failed[0].reproducer
             v.reason = f"{len(failed)} of {len(items)} properties naming it failed on it"

@@ -104,8 +104,12 @@ def test_expected_failures_are_validated(tmp_path: Path) -> None:
             V.load_expected_failures(bad, RULES)
 
 
-def test_the_reason_of_an_unsupported_rule_does_not_depend_on_the_order_of_results() -> None:
-    """Under xdist results arrive in any order: the reason shown is the first property's by node ID."""
+def test_the_reason_and_reproducer_of_a_rule_do_not_depend_on_the_order_of_results() -> None:
+    """Under xdist results arrive in any order: the reason and the reproducer shown are the first
+    property's by node ID."""
     results = [V.ItemResult("conformance/test_b.py::p", ["AIO-5"], V.UNSUPPORTED, reason="second"),
                V.ItemResult("conformance/test_a.py::p", ["AIO-5"], V.UNSUPPORTED, reason="first")]
     assert by_id(results)["AIO-5"].reason == by_id(results[::-1])["AIO-5"].reason == "first"
+    failures = [V.ItemResult("conformance/test_b.py::p", ["AIO-6"], V.FAILED, 1, ["AIO-6"], "b"),
+                V.ItemResult("conformance/test_a.py::p", ["AIO-6"], V.FAILED, 1, ["AIO-6"], "a")]
+    assert by_id(failures)["AIO-6"].reproducer == by_id(failures[::-1])["AIO-6"].reproducer == "a"
