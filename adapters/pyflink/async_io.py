@@ -116,15 +116,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_semantics.spec.adapter import FREE
+from flink_semantics.spec.adapter import FREE, unsupported
 from flink_semantics.spec.areas.async_io import (
-    AdvanceStep,
     AsyncIoConfig,
     CompleteStep,
     EndStep,
     RecordStep,
     RetryConfig,
     event,
+    required_capabilities,
 )
 from flink_semantics.spec.schedule import Event, Schedule, Trace, rejected
 
@@ -172,13 +172,13 @@ Observed = tuple[int, int, int, int, "int | None"]  # (schedule, record, kind, v
 
 
 def unsupported_reason(schedule: Schedule) -> str | None:
-    """What the schedule needs that the adapter cannot run (a capability, or a description), or None.
-    Every record must complete exactly once, except with capacity <= 0 (no call is ever made)."""
+    """What the schedule needs that the adapter cannot run (its capabilities, or a description), or None.
+    Beyond the capabilities, FREE checking needs every record completed exactly once (except with
+    capacity <= 0: no call is ever made), and no error or null result (each fails the task)."""
+    lacking = sorted(cap for cap in required_capabilities(schedule) if unsupported(CAPABILITIES, cap))
+    if lacking:
+        return ", ".join(lacking)
     c = schedule.config
-    if c.timeout > 0:
-        return "async_io.timeout"
-    if c.retry is not None:
-        return "async_io.retry"
     completed: Counter[int] = Counter()
     records = 0
     for s in schedule.steps:
@@ -188,9 +188,8 @@ def unsupported_reason(schedule: Schedule) -> str | None:
             if s.result is None:
                 return "null results (AIO-20: a task failure)"
             completed[s.record] += 1
-        elif not isinstance(s, (EndStep, AdvanceStep)):  # `advance`: without timers nothing reads the clock
-            return {"watermark": "async_io.watermarks", "status": "async_io.status",
-                    "error": "errors (AIO-23: a task failure)"}.get(s.op, "async_io.checkpoint")
+        elif s.op == "error":
+            return "errors (AIO-23: a task failure)"
     if c.capacity > 0 and any(completed[r] != 1 for r in range(records)):
         return "every record completed exactly once (a call never completed, or a repeated completion)"
     return None
