@@ -75,7 +75,7 @@ from flink_semantics.spec.adapter import (
     completion_orders,
     unsupported,
 )
-from flink_semantics.spec.area import areas
+from flink_semantics.spec.area import all_capabilities, areas
 from flink_semantics.spec.rules import load_rules
 from flink_semantics.spec.schedule import Schedule, Trace
 from hypothesis import HealthCheck, Phase, event, settings
@@ -541,11 +541,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Any:
-    """An unknown rule ID in a `rule` marker is a collection error."""
+    """An unknown rule ID in a `rule` marker, or an unknown capability in its `needs` or in a `needs`
+    marker, is a collection error (a misspelt need would leave its rules unsupported for every adapter)."""
     result = yield
-    marks = [m for m in getattr(obj, "pytestmark", []) if getattr(m, "name", None) == "rule"]
+    own = list(getattr(obj, "pytestmark", []))
     for item in result if isinstance(result, list) else []:  # parametrized cases with their own marks
-        marks += [m for m in getattr(item, "own_markers", []) if m.name == "rule"]
+        own += list(getattr(item, "own_markers", []))
+    marks = [m for m in own if getattr(m, "name", None) == "rule"]
+    needs = [c for m in own if getattr(m, "name", None) == "needs" for c in m.args]
+    needs += [c for m in marks for c in m.kwargs.get("needs", ())]
+    bad = [c for c in dict.fromkeys(needs) if c != "scripted" and c not in all_capabilities()]
+    if bad:
+        raise collector.CollectError(f"{name}: `needs` names unknown capabilities {', '.join(map(str, bad))} "
+                                     "(an area's CAPABILITIES in spec/areas/, or \"scripted\")")
     if marks:
         known = load_rules()
         unknown = [r for m in marks for r in m.args if r not in known]

@@ -266,6 +266,27 @@ def test_unknown_rule_id_in_a_marker_is_a_collection_error(pytester: pytest.Pyte
     assert "unknown rule ID(s) AIO-999" in out and "ERROR collecting" in out
 
 
+@pytest.mark.parametrize(("marker", "unknown"), [
+    ('@pytest.mark.rule("AIO-12", needs=["async_io.watermark"])', "async_io.watermark"),
+    ('@pytest.mark.needs("async_io.ordered", "scripted", "async_io.timeouts")', "async_io.timeouts"),
+])
+def test_unknown_capability_in_needs_is_a_collection_error(pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           marker: str, unknown: str) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_x=f"""
+        import pytest
+
+        {marker}
+        def test_p():
+            pass
+    """)
+    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", timeout=120)
+    out = result.stdout.str()
+    assert result.ret == 2, out  # interrupted by a collection error
+    assert f"test_p: `needs` names unknown capabilities {unknown} (an area's CAPABILITIES" in out, out
+
+
 # --------------------------------------------------------------------------
 # Per-rule verdicts, the JSON report, expected failures, --strict, --areas, opt-in capabilities
 # --------------------------------------------------------------------------
