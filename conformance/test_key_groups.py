@@ -69,11 +69,14 @@ def test_spark_hash(conformance: Conformance, data: st.DataObject) -> None:
 
 
 @pytest.mark.rule("KG-33", "KG-2", "KG-3", "KG-9", "KG-10", "KG-11")
+@pytest.mark.rule("KG-14", needs=["key_groups.restore"])  # PyFlink's own routing, restored in place
 @pytest.mark.needs("key_groups.pyflink_hash", "scripted")
 @given(data=st.data())
 def test_pyflink_key_by(conformance: Conformance, data: st.DataObject) -> None:
     """The pyflink profile: PyFlink's key_by keys by a one-field Row, whose hash code is 62 plus the
-    key's JDK hash code (31 for null); Flink's murmur finalizer, key group and subtask from it."""
+    key's JDK hash code (31 for null); Flink's murmur finalizer, key group and subtask from it; with
+    checkpoints and restores at the same parallelism where the adapter supports them, each subtask's
+    keyed state back (KG-14)."""
     check(conformance, data, FEATURES["test_pyflink_key_by"])
 
 

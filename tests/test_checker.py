@@ -393,3 +393,22 @@ def test_scripted_frees_key_order_only_between_markers_and_inside_a_step(bundles
     assert compare(_bundle_schedule(), expected, across_steps, SCRIPTED) is not None
     missing = _trace((0, "out", "a", 1))
     assert compare(_bundle_schedule(), expected, missing, SCRIPTED) is not None
+
+
+def test_key_groups_blames_routing_not_the_restore_for_a_key_on_another_subtask() -> None:
+    """After a restore, a key routed to another subtask is a routing difference (KG-6) only: restored
+    state does not move a key; the same key on the right subtask with another sum concerns the
+    restored state too (KG-12..KG-14)."""
+    from flink_semantics.reference import expected_trace
+    from flink_semantics.spec.areas.key_groups import CheckpointStep, KeyGroupsConfig, RestoreStep, UpdateStep
+
+    schedule = Schedule("key_groups", KeyGroupsConfig(2, 10), (
+        UpdateStep(7), CheckpointStep(), RestoreStep(2, None), UpdateStep(7)))
+    expected = expected_trace(schedule)
+    last = expected.events[-1]
+    assert (last.event, last.subtask, last.value) == ("routed", 0, 2)  # KG-14's example: key 7 on t0
+    for change, rules in (({"subtask": 1}, ("KG-6",)), ({"value": 1}, ("KG-6", "KG-12", "KG-13", "KG-14"))):
+        fields = {name: getattr(last, name) for name in last.kind.fields}
+        observed = Trace((*expected.events[:-1], last.kind(last.step, **{**fields, **change})))
+        mismatch = compare(schedule, expected, observed, SCRIPTED)
+        assert mismatch is not None and mismatch.rules == rules, (change, mismatch)

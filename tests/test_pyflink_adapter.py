@@ -62,3 +62,33 @@ def test_key_groups_on_flink_route_by_row_of_the_key() -> None:
     first = b.events[0]
     assert (first.hash, first.key_group) == (1343918321, 113)  # KG-1's key group, subtask 1 by KG-3
     assert first.subtask == 0  # but the record went where Row.of(7) sends it
+
+
+@pytest.mark.pyflink
+def test_key_groups_restores_on_flink_agree_with_the_reference() -> None:
+    """KG-14 on real savepoints, pyflink profile: each subtask's keyed state back at the same
+    parallelism, updates after the checkpoint lost, a restore without a checkpoint a job from nothing
+    (the configured maximum parallelism gone: KG-16's default), three restores in a row; the traces
+    equal the reference model's."""
+    pytest.importorskip("pyflink", reason="apache-flink is not installed (tox -e conformance-pyflink)")
+    from flink_semantics.adapters.pyflink import key_groups
+    from flink_semantics.reference import expected_trace
+
+    def u(key: int | str | None, value: int = 1, type_: str = "int") -> dict[str, object]:
+        return {"op": "update", "key": key, "value": value, "type": type_}
+
+    ckpt, restore = {"op": "checkpoint"}, (lambda p: {"op": "restore", "parallelism": p})
+    cases = [
+        ({"parallelism": 2, "max_parallelism": 10}, [u(7), u(12), ckpt, u(7), u(2), restore(2), u(7)]),
+        ({"parallelism": 3, "max_parallelism": 16}, [u(7), restore(3), u("a", 2, "string"), ckpt, restore(3),
+                                                      u(7, 1, "long"), restore(3), u("a", 1, "string")]),
+        ({"parallelism": 2, "max_parallelism": 10}, [u(7), u(None), restore(2), u(7), ckpt, u(3),
+                                                      restore(2)]),
+        ({"parallelism": 1}, [ckpt, restore(1), restore(1)]),
+    ]
+    schedules = [schedule_from_dict({"area": "key_groups", "config": {**c, "hash": "pyflink"}, "steps": s})
+                 for c, s in cases]
+    traces = key_groups.run_batch(schedules)
+    assert traces == [expected_trace(s) for s in schedules]
+    restored = [e for e in traces[2].events if e.event == "restored"]
+    assert [e.max_parallelism for e in restored] == [128, 128]  # not 10: the first restore had no checkpoint

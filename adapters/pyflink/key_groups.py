@@ -18,9 +18,15 @@ or on the key PyFlink routes by, `Row.of(key)` (profile `pyflink`, KG-33).  A co
 rejected when Flink's own checks refuse it (`KeyGroupRangeAssignment.checkParallelismPreconditions`,
 `computeKeyGroupRangeForOperatorIndex`), without a job.
 
+Checkpoints and restores at the same parallelism (KG-14) run on savepoints: the schedules that
+restore run in rounds of jobs, each restoring the last one's savepoint, and the restored state is
+seen by probing every key in the restored job (class `Restores`).  A `restored` event's parallelism
+and maximum parallelism are what the restored job's subtasks report; its `range` events are
+Flink's `computeKeyGroupRangeForOperatorIndex` at those.  Restores at another parallelism and
+operator state are not run (CAPABILITIES says why).
+
 Measured on the 2-core machine (thread mode): a PyFlink job costs about 2 s to start plus about
-0.4 s per Python subtask (a pipeline at parallelism p starts p + 1); the area's whole run (a job per
-property, about 20 schedules each, and one for the spec examples) takes about 20 s.
+0.4 s per Python subtask (a pipeline at parallelism p starts p + 1); a savepoint about 0.1 s.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flink_semantics.spec.area import get_area
-from flink_semantics.spec.areas.key_groups import UpdateStep
+from flink_semantics.spec.areas.key_groups import CheckpointStep, RestoreStep, UpdateStep
 from flink_semantics.spec.schedule import Schedule, Trace, rejected
 
 CAPABILITIES: dict[str, str | None] = {
@@ -39,13 +45,14 @@ CAPABILITIES: dict[str, str | None] = {
                                 "Python interpreter, not thousands (KG-9 and KG-10's examples)",
     "key_groups.spark_hash": "Flink has no Spark hash: the spark profile describes Spark's hash() "
                              "(KG-22..KG-30)",
-    "key_groups.restore": "not built yet: a checkpoint and a restore need a stop-with-savepoint and a "
-                          "second job per schedule, and a probe of every key to see where its restored "
-                          "state is",
-    "key_groups.rescale": "not built yet: needs key_groups.restore (a savepoint restored at another "
-                          "parallelism)",
-    "key_groups.operator_state": "not built yet: operator list state is only seen across a savepoint and "
-                                 "restore (key_groups.restore)",
+    "key_groups.restore": None,
+    "key_groups.rescale": "not built yet: the schedules of a batch share keyed operators, one per "
+                          "parallelism and maximum; restored at the parallelisms their schedules draw, each "
+                          "would need a savepoint and a job of its own (and a refused restore must leave "
+                          "its job running)",
+    "key_groups.operator_state": "PyFlink 2.3.0 gives Python functions no operator list state: its "
+                                 "OperatorStateStore has get_broadcast_state only (pyflink/datastream/"
+                                 "state.py), so split and union lists cannot be kept",
 }
 
 _ROW_REASON = ("PyFlink's key_by keys by Row.of(key) (flink-python 2.3.0 KeyByKeySelector), not by the "
@@ -179,29 +186,314 @@ def observe(groups: Groups) -> dict[tuple[int, int], tuple[int, int]]:
         return {(int(sid), int(step)): (int(subtask), int(total)) for sid, step, subtask, total in results}
 
 
+# --------------------------------------------------------------------------
+# Checkpoints and restores (KG-14): savepoints of running jobs, restored by new jobs
+# --------------------------------------------------------------------------
+
+_UPDATE, _PROBE, _META = 0, 1, 2  # the kinds of a line of a restoring job's input
+_META_KEY = {"int": 0, "long": 0, "string": ""}  # the key of the probe that asks the parallelism
+
+
+def _restore_function() -> Any:
+    """The keyed operator of a restoring job: as `_sum_function`, over JSON lines [sid, step, kind,
+    key, value], and answering probes (`value` is the probe's index) with the key's sum there
+    (None: no state) and the subtask's parallelism and maximum parallelism."""
+    import json
+
+    from flink_semantics.adapters.pyflink.session import task_info
+    from pyflink.common import Row, Types
+    from pyflink.datastream import KeyedProcessFunction
+    from pyflink.datastream.state import MapStateDescriptor
+
+    class Sum(KeyedProcessFunction):
+        def open(self, ctx: Any) -> None:
+            self.sums = ctx.get_map_state(MapStateDescriptor("sums", Types.LONG(), Types.LONG()))
+            self.subtask, self.parallelism, self.max_parallelism = task_info(ctx)
+
+        def process_element(self, line: str, ctx: Any) -> Any:
+            sid, step, kind, _key, value = json.loads(line)
+            total = self.sums.get(sid) if self.sums.contains(sid) else None
+            if kind == _UPDATE:
+                total = (total or 0) + value
+                self.sums.put(sid, total)
+            tag = -2 if kind == _UPDATE else value
+            yield Row(sid, step, tag, self.subtask, total, self.parallelism, self.max_parallelism)
+
+    return Sum()
+
+
+def _out_type() -> Any:
+    from pyflink.common import Types
+
+    # sid, step, tag (-2 an update, -1 the parallelism probe, else a key probe's index), subtask,
+    # sum (None: no state), parallelism, max parallelism
+    return Types.ROW([Types.LONG(), Types.INT(), Types.INT(), Types.INT(), Types.LONG(), Types.INT(),
+                      Types.INT()])
+
+
+def _segments(s: Schedule) -> list[tuple[int | None, list[tuple[int, Any]]]]:
+    """The schedule cut at its restores: (the restore's step or None, the steps up to the next)."""
+    out: list[tuple[int | None, list[tuple[int, Any]]]] = [(None, [])]
+    for i, u in enumerate(s.steps):
+        if isinstance(u, RestoreStep):
+            out.append((i, []))
+        else:
+            out[-1][1].append((i, u))
+    return out
+
+
+def _key_order(type_: str, key: Any) -> tuple[str, bool, int, str]:
+    """The spec's order of a restore's keys: by type, then value, a null key first."""
+    return type_, key is not None, key if isinstance(key, int) else 0, key if isinstance(key, str) else ""
+
+
+def _savepoint(client: Any, directory: str, patience: float = 300.0) -> str:
+    """A savepoint of the running job (PyFlink 2.3.0's `trigger_savepoint` calls a Java method that
+    no longer exists, so Flink's is called with the canonical format), its path.  A job whose
+    subtasks are still starting refuses one ("Not all required tasks are currently running"):
+    asked again until they run."""
+    import time
+
+    from flink_semantics.adapters.pyflink.session import jvm
+    from py4j.protocol import Py4JJavaError
+
+    fmt = jvm().org.apache.flink.core.execution.SavepointFormatType.CANONICAL
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return str(client._j_job_client.triggerSavepoint(directory, fmt).get())
+        except Py4JJavaError as e:
+            if "Not all required tasks are currently running" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _write(root: str, k: int, name: str, lines: dict[tuple[str, str], list[str]]) -> None:
+    """Add a file of lines to each pipeline's monitored directory (hidden until complete)."""
+    import os
+
+    for (lineage, type_), chunk in lines.items():
+        directory = os.path.join(root, f"round{k}", f"{lineage}-{type_}")
+        with open(os.path.join(directory, f".{name}"), "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in chunk))
+        os.rename(os.path.join(directory, f".{name}"), os.path.join(directory, name))
+
+
+class Restores:
+    """The schedules of a batch that checkpoint and restore, run in rounds of real Flink jobs.
+
+    Each schedule is cut at its restores into segments; round k runs every schedule's segment k in
+    one job.  A schedule's state lives in a *lineage*: keyed operators (one per key type, each a
+    pipeline of its own FileSource, PyFlink's `key_by` and the keyed function, with a stable uid)
+    started in some round at the schedule's parallelism, with the configured maximum parallelism in
+    round 0 and none later.  Round k's job restores every operator from round k-1's savepoint
+    (`execution.state-recovery.path`, unclaimed state ignored), so Flink itself hands each subtask
+    its key groups' state.  A schedule that has taken a checkpoint stays in its lineage; one that
+    restores without ever having checkpointed starts a fresh lineage (a job from nothing).
+
+    Inside a round the job reads first the probes of each restored schedule (every key it updated
+    before the restore, and one probe for the job's parallelism and maximum parallelism), then the
+    updates up to the segment's last checkpoint; then a savepoint is taken (Flink's
+    `triggerSavepoint`): for a schedule without a checkpoint in the segment it holds the state the
+    segment started from, which is its latest checkpoint's; then the updates after the checkpoint,
+    which the restore loses; then the job is cancelled.  Inputs are files added to each
+    pipeline's monitored directory; outputs come back through Flink's collect sink, one per line.
+    """
+
+    def __init__(self, schedules: dict[int, Schedule], flink: FlinkFunctions) -> None:
+        self.schedules = schedules
+        self.flink = flink
+        self.segments = {sid: _segments(s) for sid, s in schedules.items()}
+        self.lineage: dict[tuple[int, int], str] = {}  # (sid, round) -> lineage
+        self.lineages: dict[str, tuple[int, int | None, set[str]]] = {}  # -> (p, configured max, types)
+        for sid, s in schedules.items():
+            p, explicit = s.config.parallelism, s.config.max_parallelism
+            name = f"r0-p{p}-m{explicit}"
+            checkpointed = False
+            for k, (restore, steps) in enumerate(self.segments[sid]):
+                if k and not checkpointed:
+                    name, explicit = f"r{k}-p{p}-mNone", None  # a new job from nothing
+                self.lineage[(sid, k)] = name
+                types = self.lineages.setdefault(name, (p, explicit, set()))[2]
+                types.update(u.type for _, u in steps if isinstance(u, UpdateStep))
+                types.update(type_ for type_, _ in self._probes(sid, restore))
+                checkpointed = checkpointed or any(isinstance(u, CheckpointStep) for _, u in steps)
+        for _p, _m, types in self.lineages.values():
+            if not types:
+                types.add("int")  # a lineage without updates still answers the parallelism probe
+        self.observed: dict[tuple[int, int, int], tuple[Any, ...]] = {}  # (sid, step, tag) -> output
+
+    def run(self, root: str) -> None:
+        savepoint = None
+        for k in range(max(len(segs) for segs in self.segments.values())):
+            active = [sid for sid, segs in self.segments.items() if k < len(segs)]
+            savepoint = self._round(k, active, savepoint, root)
+
+    def _round(self, k: int, active: list[int], savepoint: str | None, root: str) -> str | None:
+        import json
+        import os
+
+        from flink_semantics.adapters.pyflink.session import stream_environment
+        from pyflink.common import Duration, WatermarkStrategy
+        from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
+        from pyflink.datastream.data_stream import CloseableIterator
+
+        names = sorted({self.lineage[(sid, k)] for sid in active})
+        before: dict[tuple[str, str], list[str]] = {}  # probes, then updates up to the last checkpoint
+        after: dict[tuple[str, str], list[str]] = {}  # the updates after it
+        for sid in active:
+            restore, steps = self.segments[sid][k]
+            name = self.lineage[(sid, k)]
+            types = self.lineages[name][2]
+
+            def add(into: dict[tuple[str, str], list[str]], type_: str, *line: Any) -> None:
+                into.setdefault((name, type_), []).append(json.dumps([sid, *line]))  # noqa: B023
+
+            if restore is not None:
+                for j, (type_, key) in enumerate(self._probes(sid, restore)):
+                    add(before, type_, restore, _PROBE, key, j)
+                add(before, min(types), restore, _META, _META_KEY[min(types)], -1)
+            last = max((i for i, (_, u) in enumerate(steps) if isinstance(u, CheckpointStep)), default=-1)
+            for i, (step, u) in enumerate(steps):
+                if isinstance(u, UpdateStep):
+                    add(before if i < last else after, u.type, step, _UPDATE, u.key, u.value)
+        extra = {}
+        if savepoint is not None:
+            extra = {"execution.state-recovery.path": savepoint,
+                     "execution.state-recovery.ignore-unclaimed-state": "true"}
+        env = stream_environment(**extra)
+        env.set_parallelism(1)
+        streams = []
+        for name in names:
+            p, explicit, types = self.lineages[name]
+            for type_ in sorted(types):
+                directory = os.path.join(root, f"round{k}", f"{name}-{type_}")
+                os.makedirs(directory)
+                source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), directory) \
+                    .monitor_continuously(Duration.of_millis(20)).build()
+                uid = f"{name}-{type_}"
+                lines = env.from_source(source, WatermarkStrategy.no_watermarks(), f"in-{uid}-{k}") \
+                    .uid(f"in-{uid}-{k}")
+                keyed = lines.key_by(lambda line: json.loads(line)[3], key_type=_type_info(type_))
+                stream = keyed.process(_restore_function(), output_type=_out_type()).uid(uid) \
+                    .set_parallelism(p)
+                if k == 0 and explicit is not None:
+                    stream = stream.set_max_parallelism(explicit)
+                streams.append(stream)
+        union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
+        results = CloseableIterator(union._j_data_stream.collectAsync(), _out_type())
+        _write(root, k, "a", before)
+        client = env.execute_async(f"conformance key_groups round {k}")
+        try:
+            self._take(results, before)
+            taken = None
+            if any(k + 1 < len(self.segments[sid]) for sid in active):
+                taken = _savepoint(client, os.path.join(root, "savepoints"))
+            _write(root, k, "b", after)
+            self._take(results, after)
+        finally:
+            client._j_job_client.cancel().get()
+            results._j_closeable_iterator.close()
+        return taken
+
+    def _take(self, results: Any, phase: dict[tuple[str, str], list[str]]) -> None:
+        for _ in range(sum(len(lines) for lines in phase.values())):
+            row = tuple(None if v is None else int(v) for v in next(results))
+            self.observed[(row[0], row[1], row[2])] = row
+
+    def _probes(self, sid: int, restore: int | None) -> list[tuple[str, Any]]:
+        """Every key the schedule updated before the restore, once, in step order."""
+        keys: list[tuple[str, Any]] = []
+        for u in self.schedules[sid].steps[:restore or 0]:
+            if isinstance(u, UpdateStep) and (u.type, u.key) not in keys:
+                keys.append((u.type, u.key))
+        return keys
+
+    def trace(self, sid: int) -> Trace:
+        """The schedule's events: updates and probes as observed; hashes, key groups and ranges by
+        Flink's functions at the maximum parallelism the job reported."""
+        s = self.schedules[sid]
+        kinds = get_area("key_groups").event_kinds
+        max_p = self.flink.max_parallelism(s.config.parallelism, s.config.max_parallelism)
+        events = []
+        for step, u in enumerate(s.steps):
+            if isinstance(u, UpdateStep):
+                row = self.observed[(sid, step, -2)]
+                h, kg = self.flink.route(u.key, u.type, s.config.hash, max_p)
+                events.append(kinds["routed"](step, key=u.key, type=u.type, hash=h, key_group=kg,
+                                              subtask=row[3], value=row[4]))
+            elif isinstance(u, RestoreStep):
+                meta = self.observed[(sid, step, -1)]
+                p, max_p = meta[5], meta[6]
+                events.append(kinds["restored"](step, parallelism=p, max_parallelism=max_p))
+                for i in range(p):
+                    r = self.flink.kga.computeKeyGroupRangeForOperatorIndex(max_p, p, i)
+                    events.append(kinds["range"](step, subtask=i, first=int(r.getStartKeyGroup()),
+                                                 last=int(r.getEndKeyGroup())))
+                keyed = []
+                for j, (type_, key) in enumerate(self._probes(sid, step)):
+                    row = self.observed[(sid, step, j)]
+                    if row[4] is not None:
+                        kg = self.flink.route(key, type_, s.config.hash, max_p)[1]
+                        keyed.append((row[3], kg, _key_order(type_, key), kinds["keyed"](
+                            step, subtask=row[3], key_group=kg, key=key, type=type_, value=row[4])))
+                events += [e for *_, e in sorted(keyed, key=lambda item: item[:3])]
+        return Trace(tuple(events))
+
+
+def _unsupported(s: Schedule) -> str | None:
+    """What of the schedule this adapter cannot run (the suite draws none of it: CAPABILITIES)."""
+    for step, u in enumerate(s.steps):
+        if isinstance(u, RestoreStep) and (u.parallelism, u.max_parallelism) != (s.config.parallelism, None):
+            return f"step {step} restores at another parallelism or maximum (key_groups.rescale)"
+        if not isinstance(u, (UpdateStep, CheckpointStep, RestoreStep)):
+            return f"step {step} ({u.op}) needs key_groups.operator_state"
+    return None
+
+
 def run_batch(schedules: Sequence[Schedule]) -> list[Trace]:
     flink = FlinkFunctions()
     refusals = [flink.refusal(s.config.parallelism, s.config.max_parallelism) for s in schedules]
     groups: Groups = {}
+    restoring: dict[int, Schedule] = {}
     for sid, (s, refusal) in enumerate(zip(schedules, refusals)):
         if refusal is not None:
             continue
+        why = _unsupported(s)
+        if why is not None:
+            raise ValueError(f"pyflink adapter: schedule {sid}: {why}: {s.to_json()}")
+        if any(isinstance(u, RestoreStep) for u in s.steps):
+            restoring[sid] = s
+            continue
         for step, u in enumerate(s.steps):
-            if not isinstance(u, UpdateStep):  # the suite draws none: see CAPABILITIES
-                raise ValueError(f"pyflink adapter: step {step} ({u.op}) of schedule {sid} is not supported "
-                                 f"(key_groups.restore): {s.to_json()}")
-            groups.setdefault((s.config.parallelism, s.config.max_parallelism, u.type), []).append(
-                (sid, step, u.key, u.value))
+            if isinstance(u, UpdateStep):  # a checkpoint that no restore reads changes nothing
+                groups.setdefault((s.config.parallelism, s.config.max_parallelism, u.type), []).append(
+                    (sid, step, u.key, u.value))
     seen = observe(groups)
+    restores = Restores(restoring, flink)
+    if restoring:
+        import shutil
+        import tempfile
+
+        root = tempfile.mkdtemp(prefix="conformance-key-groups-")
+        try:
+            restores.run(root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     traces = []
     for sid, (s, refusal) in enumerate(zip(schedules, refusals)):
         if refusal is not None:
             traces.append(Trace((rejected(refusal),)))
             continue
+        if sid in restoring:
+            traces.append(restores.trace(sid))
+            continue
         max_p = flink.max_parallelism(s.config.parallelism, s.config.max_parallelism)
         routed = get_area("key_groups").event_kinds["routed"]
         events = []
         for step, u in enumerate(s.steps):
+            if not isinstance(u, UpdateStep):
+                continue
             subtask, total = seen[(sid, step)]
             h, kg = flink.route(u.key, u.type, s.config.hash, max_p)
             events.append(routed(step, key=u.key, type=u.type, hash=h, key_group=kg, subtask=subtask,

@@ -64,6 +64,14 @@ def jvm() -> Any:
     return get_gateway().jvm
 
 
+def task_info(ctx: Any) -> tuple[int, int, int]:
+    """(index, parallelism, maximum parallelism) of the subtask a Python function runs in, from
+    Flink's task info (see `subtask_index`)."""
+    info = ctx._runtime_context.getTaskInfo()
+    return (int(info.getIndexOfThisSubtask()), int(info.getNumberOfParallelSubtasks()),
+            int(info.getMaxNumberOfParallelSubtasks()))
+
+
 def subtask_index(ctx: Any) -> int:
     """The index of the subtask a Python function runs in.
 

@@ -65,8 +65,8 @@ def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
     """One event each, for an update: the field that differs names the rules.  A null key routed
     where it is refused, KG-7; for a routed key, the hash (the profile's: KG-11 and KG-2, Spark's
     hash, or KG-33), then the key group from the hash (KG-1 with the default maximum of KG-9 and
-    KG-10, or KG-30), then the subtask (KG-6), then the sum; a subtask or sum after a restore
-    concerns the restored state too (KG-12..KG-14).  Anything else: the kinds' rules."""
+    KG-10, or KG-30), then the subtask (KG-6), then the sum; a sum after a restore concerns the
+    restored state too (KG-12..KG-14).  Anything else: the kinds' rules."""
     if len(expected) != 1 or len(observed) != 1:
         return ()
     e, o = expected[0], observed[0]
@@ -84,7 +84,9 @@ def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
             return ("KG-30",)
         default = ("KG-9", "KG-10") if schedule.config.max_parallelism is None else ()
         return ("KG-33" if profile == "pyflink" else "KG-1", *default, *(("KG-16",) if restored else ()))
-    return ("KG-6", *after_restore)  # the subtask, or the sum there
+    if e.subtask != o.subtask:
+        return ("KG-6",)  # routing at the running parallelism: restored state does not move a key
+    return ("KG-6", *after_restore)  # the sum there
 
 
 def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:

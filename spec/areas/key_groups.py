@@ -155,10 +155,11 @@ CAPABILITIES = {
     "key_groups.spark_hash": "the `spark` hash profile: Spark's hash() (KG-22..KG-28)",
     "key_groups.pyflink_hash": "the `pyflink` hash profile: PyFlink's key_by, by a one-field Row (KG-33)",
     "key_groups.operator_state": "operator (non-keyed) list state: split, union, broadcast (KG-17..KG-21)",
-    "key_groups.restore": "checkpoints, and restores at the same parallelism (KG-14)",
+    "key_groups.restore": "checkpoints, and restores at the same parallelism, configuring no maximum (KG-14)",
     "key_groups.many_subtasks": f"a parallelism above {MANY_SUBTASKS}, up to the bound of KG-8 (an engine "
                                 "that runs a subtask per unit of parallelism may not have them)",
-    "key_groups.rescale": "restores at another parallelism (KG-13, KG-15, KG-16); needs key_groups.restore",
+    "key_groups.rescale": "restores at another parallelism or with a maximum parallelism (KG-13, KG-15, "
+                          "KG-16); needs key_groups.restore",
 }
 
 
@@ -186,8 +187,8 @@ def required_capabilities(schedule: Schedule) -> frozenset[str]:
         elif isinstance(s, (CheckpointStep, RestoreStep)):
             caps.add("key_groups.restore")
         if isinstance(s, RestoreStep):
-            if s.parallelism != parallelism:
-                caps.add("key_groups.rescale")
+            if s.parallelism != parallelism or s.max_parallelism is not None:
+                caps.add("key_groups.rescale")  # another parallelism, or key groups configured anew
             if MANY_SUBTASKS < s.parallelism <= UPPER_BOUND_MAX_PARALLELISM:
                 caps.add("key_groups.many_subtasks")
     return frozenset(caps)
