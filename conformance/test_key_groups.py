@@ -30,6 +30,7 @@ FEATURES = {
     "test_restore_keeps_keyed_state": Features(max_steps=16),
     "test_spark_hash": Features(spark_hash=True, max_steps=16),
     "test_pyflink_key_by": Features(pyflink_hash=True, max_steps=16),
+    "test_pyflink_rescale": Features(pyflink_hash=True, rescale=True, refusals=True, max_steps=20),
     "test_keyed_state_on_rescale": Features(rescale=True, max_steps=20),
     "test_operator_state_on_rescale": Features(operator_state=True, rescale=True, max_steps=24),
     "test_restore_refusals": Features(rescale=True, refusals=True, operator_state=True, max_steps=16),
@@ -78,6 +79,21 @@ def test_pyflink_key_by(conformance: Conformance, data: st.DataObject) -> None:
     checkpoints and restores at the same parallelism where the adapter supports them, each subtask's
     keyed state back (KG-14)."""
     check(conformance, data, FEATURES["test_pyflink_key_by"])
+
+
+@pytest.mark.rule("KG-4", "KG-5", "KG-8", "KG-12", "KG-13", "KG-15", "KG-16")
+@pytest.mark.needs("key_groups.pyflink_hash", "key_groups.rescale", "scripted")
+@given(data=st.data())
+def test_pyflink_rescale(conformance: Conformance, data: st.DataObject) -> None:
+    """Rescaling in the pyflink profile, so that an engine that keys like PyFlink (KG-33) is held to
+    the redistribution of keyed state too: each new subtask's range and exactly its key groups'
+    state, restores out of bounds, above the checkpoint's maximum or with another maximum refused
+    and the running job going on (the ranges' balance stated on the oracle's traces first)."""
+    batch = data.draw(feature_batches(conformance.restrict(FEATURES["test_pyflink_rescale"])), label="batch")
+    for schedule in batch:
+        problems = balance_problems(expected_trace(schedule))
+        assert not problems, f"the oracle breaks KG-5/KG-12: {problems}\n{schedule.to_json()}"
+    conformance.check(batch)
 
 
 @pytest.mark.rule("KG-4", "KG-5", "KG-12", "KG-13", "KG-16")

@@ -338,10 +338,10 @@ class Model:
         if not within_bounds(s.parallelism, s.max_parallelism):
             return REFUSED_PARALLELISM  # KG-8
         c = self.checkpoint
+        if c is not None and s.max_parallelism is not None and s.max_parallelism != c.max_parallelism:
+            return REFUSED_MAX_CHANGED  # KG-16, checked when the checkpoint is loaded (C7)
         if c is not None and s.parallelism > c.max_parallelism:
             return REFUSED_ABOVE_MAX  # KG-15
-        if c is not None and s.max_parallelism is not None and s.max_parallelism != c.max_parallelism:
-            return REFUSED_MAX_CHANGED  # KG-16
         return None
 
     def _restore(self, index: int, s: RestoreStep) -> list[Event]:

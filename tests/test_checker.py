@@ -412,3 +412,24 @@ def test_key_groups_blames_routing_not_the_restore_for_a_key_on_another_subtask(
         observed = Trace((*expected.events[:-1], last.kind(last.step, **{**fields, **change})))
         mismatch = compare(schedule, expected, observed, SCRIPTED)
         assert mismatch is not None and mismatch.rules == rules, (change, mismatch)
+
+
+def test_key_groups_blames_routing_for_state_kept_under_another_key_group() -> None:
+    """At a restore, a key kept under another key group (the same sum, on that group's subtask) was
+    routed by another key group than its `routed` events said: KG-6; under the same key group on
+    another subtask it is the restore's doing (KG-12, KG-13, KG-14)."""
+    from flink_semantics.reference import expected_trace
+    from flink_semantics.spec.areas.key_groups import CheckpointStep, KeyGroupsConfig, RestoreStep, UpdateStep
+
+    schedule = Schedule("key_groups", KeyGroupsConfig(1, None), (UpdateStep(0), CheckpointStep(),
+                                                                 RestoreStep(2, None)))
+    expected = expected_trace(schedule)
+    keyed = expected.events[-1]
+    assert (keyed.event, keyed.key_group, keyed.subtask) == ("keyed", 94, 1)  # t1 holds 64..127
+    fields = {name: getattr(keyed, name) for name in keyed.kind.fields}
+    for change, rules in (({"subtask": 0, "key_group": 21}, ("KG-6",)),
+                          ({"subtask": 0}, ("KG-12", "KG-13", "KG-14"))):
+        observed = Trace((*expected.events[:-1], keyed.kind(keyed.step, **{**fields, **change})))
+        mismatch = compare(schedule, expected, observed, SCRIPTED)
+        assert mismatch is not None and set(mismatch.rules) >= set(rules), (change, mismatch)
+        assert ("KG-6" in mismatch.rules) == ("key_group" in change), (change, mismatch)

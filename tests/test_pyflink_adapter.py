@@ -66,10 +66,11 @@ def test_key_groups_on_flink_route_by_row_of_the_key() -> None:
 
 @pytest.mark.pyflink
 def test_key_groups_restores_on_flink_agree_with_the_reference() -> None:
-    """KG-14 on real savepoints, pyflink profile: each subtask's keyed state back at the same
-    parallelism, updates after the checkpoint lost, a restore without a checkpoint a job from nothing
-    (the configured maximum parallelism gone: KG-16's default), three restores in a row; the traces
-    equal the reference model's."""
+    """Restores on real savepoints, pyflink profile: each subtask's keyed state back at the same
+    parallelism (KG-14), updates after the checkpoint lost, a restore without a checkpoint a job from
+    nothing (the configured maximum parallelism gone: KG-16's default), restores in a row, rescaling
+    up, down and to 1 (KG-13), refusals (KG-8, KG-15, KG-16, in C7's order) after which the job goes
+    on; the traces equal the reference model's."""
     pytest.importorskip("pyflink", reason="apache-flink is not installed (tox -e conformance-pyflink)")
     from flink_semantics.adapters.pyflink import key_groups
     from flink_semantics.reference import expected_trace
@@ -77,7 +78,11 @@ def test_key_groups_restores_on_flink_agree_with_the_reference() -> None:
     def u(key: int | str | None, value: int = 1, type_: str = "int") -> dict[str, object]:
         return {"op": "update", "key": key, "value": value, "type": type_}
 
-    ckpt, restore = {"op": "checkpoint"}, (lambda p: {"op": "restore", "parallelism": p})
+    ckpt = {"op": "checkpoint"}
+
+    def restore(p: int, m: int | None = None) -> dict[str, object]:
+        return {"op": "restore", "parallelism": p, "max_parallelism": m}
+
     cases = [
         ({"parallelism": 2, "max_parallelism": 10}, [u(7), u(12), ckpt, u(7), u(2), restore(2), u(7)]),
         ({"parallelism": 3, "max_parallelism": 16}, [u(7), restore(3), u("a", 2, "string"), ckpt, restore(3),
@@ -85,6 +90,14 @@ def test_key_groups_restores_on_flink_agree_with_the_reference() -> None:
         ({"parallelism": 2, "max_parallelism": 10}, [u(7), u(None), restore(2), u(7), ckpt, u(3),
                                                       restore(2)]),
         ({"parallelism": 1}, [ckpt, restore(1), restore(1)]),
+        # KG-13: up, down and to 1; KG-15, KG-16 and KG-8 refused (the job going on), C7's order
+        ({"parallelism": 2, "max_parallelism": 10}, [u(7), u(12), u(3), u(4), ckpt, u(7), restore(3), u(7),
+                                                      u(12), ckpt, restore(1), u(3)]),
+        ({"parallelism": 2, "max_parallelism": 4}, [u(7), ckpt, u(7), restore(5), u(7)]),
+        ({"parallelism": 2}, [ckpt, restore(3, 256), restore(3), restore(2, 16), u(5)]),
+        ({"parallelism": 3, "max_parallelism": 16}, [u(7), restore(4), u("a", 2, "string"), ckpt, restore(2),
+                                                      u(7, 1, "long"), restore(0), u("a", 1, "string"),
+                                                      restore(8), u(9)]),
     ]
     schedules = [schedule_from_dict({"area": "key_groups", "config": {**c, "hash": "pyflink"}, "steps": s})
                  for c, s in cases]

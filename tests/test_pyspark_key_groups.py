@@ -218,7 +218,8 @@ def test_the_spec_trace_example(workdir: Path) -> None:
 
 def test_null_keys_and_refusals(workdir: Path) -> None:
     """KG-7: flink refuses a null key; KG-23: spark routes it with 42.  Refusals in order (KG-8,
-    KG-15, KG-16), the running job kept, updates since the checkpoint included (C8)."""
+    KG-16, KG-15: C7, as Flink 2.3.0 refuses a savepoint), the running job kept, updates since the
+    checkpoint included (C8)."""
     assert run({"parallelism": 1}, "update null", workdir / "a") == ["@0 null_key"]
     assert run({"parallelism": 3, "hash": "spark"}, "update null 2", workdir / "b") == [
         "@0 routed null hash=42 kg=42 t0 sum=2"]  # 42 * 3 // 128 = 0
@@ -235,7 +236,7 @@ def test_null_keys_and_refusals(workdir: Path) -> None:
         "@2 routed 7 hash=1343918321 kg=1 t0 sum=2",
         "@3 refused parallelism out of bounds",
         "@4 refused parallelism above the checkpoint's max parallelism",
-        "@5 refused parallelism above the checkpoint's max parallelism",  # KG-15 before KG-16
+        "@5 refused max parallelism changed",  # KG-16 before KG-15 (C7)
         "@6 refused max parallelism changed",
         "@7 routed 7 hash=1343918321 kg=1 t0 sum=3"]
 

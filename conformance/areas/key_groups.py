@@ -28,6 +28,7 @@ from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.key_groups import Model, operator_index
 from flink_semantics.spec.adapter import unsupported
 from flink_semantics.spec.areas.key_groups import (
+    MANY_SUBTASKS,
     AddStateStep,
     CheckpointStep,
     KeyGroupsConfig,
@@ -66,7 +67,10 @@ def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
     where it is refused, KG-7; for a routed key, the hash (the profile's: KG-11 and KG-2, Spark's
     hash, or KG-33), then the key group from the hash (KG-1 with the default maximum of KG-9 and
     KG-10, or KG-30), then the subtask (KG-6), then the sum; a sum after a restore concerns the
-    restored state too (KG-12..KG-14).  Anything else: the kinds' rules."""
+    restored state too (KG-12..KG-14).  Restored keys: `_kept_under_another_key_group`.  Anything
+    else: the kinds' rules."""
+    if any(e.event == "keyed" for e in (*expected, *observed)):
+        return _kept_under_another_key_group(expected, observed)
     if len(expected) != 1 or len(observed) != 1:
         return ()
     e, o = expected[0], observed[0]
@@ -87,6 +91,25 @@ def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
     if e.subtask != o.subtask:
         return ("KG-6",)  # routing at the running parallelism: restored state does not move a key
     return ("KG-6", *after_restore)  # the sum there
+
+
+def _kept_under_another_key_group(expected: Sequence[Event], observed: Sequence[Event]) -> tuple[str, ...]:
+    """A restore that differs only in the key group some restored keys are kept under (the same
+    keys and sums, on the subtasks of those key groups): the keys' records were routed by another
+    key group than their `routed` events name, so their state is there: KG-6.  A key on another
+    subtask under the same key group is the restore's (by the kinds: KG-12..KG-14)."""
+    def keyed(events: Sequence[Event]) -> dict[tuple[Any, str], Event]:
+        return {(e.key, e.type): e for e in events if e.event == "keyed"}
+
+    if any(e.event != "keyed" for e in (*expected, *observed)):
+        return ()
+    a, b = keyed(expected), keyed(observed)
+    if set(a) != set(b) or any(a[k].value != b[k].value for k in a):
+        return ()
+    moved = [k for k in a if a[k] != b[k]]
+    if moved and all(a[k].key_group != b[k].key_group for k in moved):
+        return ("KG-6",)
+    return ()
 
 
 def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
@@ -393,6 +416,8 @@ def restore_of(n: int, f: Features, config: KeyGroupsConfig) -> RestoreStep:
     n //= 4
     if f.refusals and n % 4 == 0:
         p0, m = REFUSED[(n // 4) % len(REFUSED)]
+        if p0 is None and max_p + 1 > MANY_SUBTASKS and not f.many_subtasks:
+            p0, m = 1, None  # not above a large maximum (a job without a checkpoint would start it): KG-16
         return RestoreStep(max_p + 1 if p0 is None else p0, max_p * 2 if (p0, m) == (1, None) else m)
     return RestoreStep(p, None)
 

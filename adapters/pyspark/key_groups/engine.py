@@ -330,14 +330,15 @@ class Refused(Exception):
 
 def restore_refusal(p: int, max_p: int | None, checkpoint_max_p: int | None) -> str | None:
     """Why a restore at p subtasks (explicitly configured maxP max_p) from a checkpoint taken with
-    maxP checkpoint_max_p (None: no checkpoint) is refused, or None.  In this order: Flink's
-    StateAssignmentOperation checks the lower max parallelism first, then the change."""
+    maxP checkpoint_max_p (None: no checkpoint) is refused, or None.  In Flink's order: loading the
+    checkpoint refuses a changed configured max parallelism (Checkpoints.loadAndValidateCheckpoint),
+    then StateAssignmentOperation a parallelism above the checkpoint's (spec C7)."""
     if not parallelism_in_bounds(p, max_p):
         return REFUSED_PARALLELISM  # KG-8
-    if checkpoint_max_p is not None and p > checkpoint_max_p:
-        return REFUSED_ABOVE_MAX  # KG-15
     if checkpoint_max_p is not None and max_p is not None and max_p != checkpoint_max_p:
         return REFUSED_MAX_CHANGED  # KG-16 (explicitly configured and changed)
+    if checkpoint_max_p is not None and p > checkpoint_max_p:
+        return REFUSED_ABOVE_MAX  # KG-15
     return None
 
 
