@@ -18,15 +18,15 @@ or on the key PyFlink routes by, `Row.of(key)` (profile `pyflink`, KG-33).  A co
 rejected when Flink's own checks refuse it (`KeyGroupRangeAssignment.checkParallelismPreconditions`,
 `computeKeyGroupRangeForOperatorIndex`), without a job.
 
-Checkpoints and restores at the same parallelism (KG-14) run on savepoints: the schedules that
-restore run in rounds of jobs, each restoring the last one's savepoint, and the restored state is
-seen by probing every key in the restored job (class `Restores`).  A `keyed` event names the key
-group Flink keeps the key's state under, that of `Row.of(key)` (KG-33), whatever the profile: in the
-`flink` profile a restored key then differs from the spec in its key group, which the checker
-traces back to routing (KG-6), not to the restore.  A `restored` event's parallelism
-and maximum parallelism are what the restored job's subtasks report; its `range` events are
-Flink's `computeKeyGroupRangeForOperatorIndex` at those.  Restores at another parallelism and
-operator state are not run (CAPABILITIES says why).
+Checkpoints and restores, at the same parallelism (KG-14) or another (KG-13, refusals KG-8, KG-15,
+KG-16), run on savepoints: the schedules that restore run in rounds of jobs, each restoring the
+savepoint that holds its schedules' checkpoint, and the restored state is seen by probing every
+key in the restored job (class `Restores`).  A `keyed` event names the key group Flink keeps the
+key's state under, that of `Row.of(key)` (KG-33), whatever the profile: in the `flink` profile a
+restored key then differs from the spec in its key group, which the checker traces back to routing
+(KG-6), not to the restore.  A `restored` event's parallelism and maximum parallelism are what the
+restored job's subtasks report; its `range` events are Flink's `computeKeyGroupRangeForOperatorIndex`
+at those.  Operator state is not run (CAPABILITIES says why).
 
 Measured on the 2-core machine (thread mode): a PyFlink job costs about 2 s to start plus about
 0.4 s per Python subtask (a pipeline at parallelism p starts p + 1); a savepoint about 0.1 s.
