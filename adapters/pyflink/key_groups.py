@@ -415,8 +415,10 @@ class Restores:
 
         def place(parent: str | None, sid: int, p: int, m: int | None, probed: bool, risky: bool) -> None:
             name = self.lineage[(sid, k)]
-            for job in jobs:
-                if job.parent == parent and not (risky or job.risky) and job.ops.get(name, (p, m)) == (p, m):
+            for job in jobs:  # a restore Flink may refuse shares its job only with the same restore
+                if job.parent != parent or job.risky != risky:
+                    continue
+                if (job.ops == {name: (p, m)}) if risky else job.ops.get(name, (p, m)) == (p, m):
                     break
             else:
                 job = _Job(parent, risky=risky)
@@ -453,7 +455,7 @@ class Restores:
             job = queue.pop(0)
             try:
                 checkpoint, running = self._run_job(k, job, root)
-            except _Refused as e:  # a risky job holds one lineage at one parallelism
+            except _Refused as e:  # a risky job holds one restore of one lineage
                 retries: dict[tuple[str | None, int], _Job] = {}
                 for sid in job.members:  # the running jobs go on: their savepoints at their parallelism
                     restore = self.segments[sid][k][0]
