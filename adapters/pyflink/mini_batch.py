@@ -27,6 +27,23 @@ bundles, each named by the step that finished it.  With mini-batch on, Flink's s
 off, each row is its own group.  A schedule without `end` gets a tail probe (TAIL); what the job
 emits at that probe (the bounded input's end, which is not part of the schedule) is left out.
 
+**Two phases (MB-25, MB-26) are tied to steps by prefixes.**  A probe row in a two-phase job is a
+local accumulator of its own in every local bundle, which the global bundle counts (MB-10): probes
+would change which accumulators the global bundles hold.  So a two-phase schedule runs once per
+`row` step i, each run its own operator: the rows up to step i, then one probe row and the end of
+the bounded input.  Everything the run emits before its probe row is what the steps up to i emit:
+after step i the local bundle sends the probe's accumulator first (bucket 0), so every global
+bundle finished after step i holds the probe and emits it first.  Step i's output is its run's
+beyond the run of the row step before (checked to extend it: Flink's output must not depend on
+what comes later); `end` is a run of all rows without a probe.  The order in which the local
+aggregation sends a bundle's keys decides which keys a global bundle that fills up in the middle
+holds (spec C1): the spec says first arrival, Flink 2.3.0's HashMap iterates by hash bucket.  The
+schedule's keys run as STAND_INS, keys whose hashes share one HashMap bucket (checked against
+Flink's BinaryRowData), where HashMap iterates in insertion order, which is first arrival: C1 is
+the order of an unspecified map, and the adapter picks keys where Flink's is the spec's
+(tests/test_pyflink_adapter.py shows the difference with the schedule's own keys).  A bucket keeps
+that order up to 8 keys; a two-phase schedule of more is an AdapterError.
+
 **What cannot be driven or observed from Flink SQL**, and what the adapter does with it:
 
 * processing time (`advance`): Flink's processing-time mini-batch assigner runs on the wall clock.
@@ -38,28 +55,29 @@ emits at that probe (the bounded input's end, which is not part of the schedule)
 * watermarks and statuses the aggregation forwards (`watermark`, `status` events): a SQL sink
   does not see them.  The traces hold `out` events only;
 * the row-time assigner (the planner picks it, C4), checkpoints, crashes and restores (barriers
-  come at wall-clock intervals, a failure cannot be placed at a step), statuses, and two-phase
-  aggregation (the global bundle counts local accumulators, one per key and local bundle, so a
-  probe per row no longer keeps its bundles the schedule's): the capabilities below say so.
+  come at wall-clock intervals, a failure cannot be placed at a step) and statuses: the
+  capabilities below say so.
 
 Hence the capabilities `mini_batch.processing_time` and `mini_batch.watermarks` are declared
-unsupported: the suite checks Flink on rows alone (test_per_row_changelog, test_size_bundles, the
-refusals of test_configuration_validation), without `advance`, `watermark` or `end` steps.
+unsupported: the suite checks Flink on rows alone (test_per_row_changelog, test_size_bundles,
+test_local_global, the refusals of test_configuration_validation), without `advance`, `watermark`
+or `end` steps.
 
 **MB-2** is Flink's own: the planner is asked for the job graph of the configuration
 (`explain_sql` with the JSON execution plan), and a refusal is the `rejected` event with Flink's
 message.
 
-**Batching.**  The schedules of a batch with the same Flink configuration run in ONE job: one
-source (all rows, with a schedule id), and per schedule its own filtered aggregation operator
-(`WHERE sid = i GROUP BY k`: a bundle counts the inputs of its own operator only, so schedules
-never share bundles), the changelog streams unioned into one collect.
+**Batching.**  The schedules of a batch run in as few jobs as JOB_OPERATORS allows: one source
+(all rows, with a run id), and per run its own filtered aggregation operator (`WHERE sid = i GROUP
+BY k`: a bundle counts the inputs of its own operator only, so runs never share bundles), each
+translated with its own configuration's options (the planner reads them when it translates an
+operator), the changelog streams unioned into one collect.
 
-Measured on this 2-core machine while other Flink jobs ran (`run_batch` of schedules of 20 rows
-and `end`, one configuration, JVM already up): 1 schedule 6.6 s (the first job of the process), 16
-schedules 4.0 s (4 schedules/s), 64 schedules 7.6 s (8.4 schedules/s).  A batch costs one job per
-distinct (enabled, size, two_phase, ttl, update_before), plus one planner call (no job) per
-distinct refused configuration.  The whole area's suite (`--areas mini_batch`): 63 s.
+Measured on this 2-core machine (`run_batch` of drawn schedules, JVM and first job already done):
+one phase, 16 schedules of 13 configurations 4.6 s, 64 schedules (175 steps, 32 configurations)
+8.3 s, one job; two phases, 16 schedules (44 row steps) 11.3 s, 64 schedules (175 row steps, 2
+jobs) 37 s: about 0.2 s a run, a run per row step.  A refused configuration costs one planner call
+(no job).  The whole area's suite (`--areas mini_batch`): 85 s, test_local_global 18 s of it.
 """
 
 from __future__ import annotations
@@ -68,6 +86,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from flink_semantics.spec.adapter import AdapterError
 from flink_semantics.spec.areas.mini_batch import EndStep, MiniBatchConfig, RowStep, event, validate_config
 from flink_semantics.spec.schedule import Event, Schedule, ScheduleError, Trace, rejected
 
@@ -85,9 +104,7 @@ CAPABILITIES: dict[str, str | None] = {
     "mini_batch.rowtime": "Flink's planner picks the mini-batch assigner itself (spec C4): a plain GROUP BY "
                           "always gets the processing-time assigner; the row-time one comes only with a "
                           "row-time window or join after it, which changes the query",
-    "mini_batch.two_phase": "the global aggregation's bundle counts local accumulators (one a key and "
-                            "local bundle), so the probe rows that tie Flink's output to steps change which "
-                            "rows its bundles hold: its outputs cannot be tied to steps",
+    "mini_batch.two_phase": None,  # a run per row step (module docstring)
     "mini_batch.checkpoint": "a SQL job cannot place a checkpoint barrier, a crash or a restore at a step: "
                              "barriers come at wall-clock intervals (execution.checkpointing.interval), a "
                              "failure is not scriptable, and a restore needs a savepoint of a stopped job",
@@ -99,43 +116,63 @@ CAPABILITIES: dict[str, str | None] = {
 # adapter cannot drive or observe, which is not a difference of Flink's).
 EXPECTED_FAILURES: dict[str, str] = {}
 
+# Two phases: keys whose BinaryRowData hashes share their low 8 bits (checked in _stand_ins): a HashMap
+# bucket of 8 at most keeps them in insertion order (it becomes a tree at the ninth).
+STAND_INS = (-252, -261, -273, -276, -314, -646, -691, -735)
 PROBE_KEY = -80  # BinaryRowData(-80L).hashCode() spreads to HashMap bucket 0 (checked in _probe_key)
 TAIL = 10**9  # the probe after the last step of a schedule without `end`
+JOB_OPERATORS = 128  # aggregation operators in one Flink job
 LATENCY = "100000000 d"  # the processing-time assigner's batch stays 0: no wall-clock watermark
 _KINDS = ("+I", "-U", "+U", "-D")
 
 _lock = threading.Lock()
-_checked: list[int] = []
+_spreads: dict[int, int] = {}
+
+
+def _spread(key: int) -> int:
+    """Java HashMap's spread hash of the BIGINT key `key`, from Flink's own BinaryRowData: the bucket
+    of a HashMap of capacity n is its low log2(n) bits."""
+    from flink_semantics.adapters.pyflink.session import jvm
+
+    with _lock:
+        if key not in _spreads:
+            j = jvm()
+            row = j.org.apache.flink.table.data.binary.BinaryRowData(1)
+            writer = j.org.apache.flink.table.data.writer.BinaryRowWriter(row)
+            writer.writeLong(0, key)
+            writer.complete()
+            h = row.hashCode() & 0xFFFFFFFF
+            _spreads[key] = h ^ (h >> 16)
+        return _spreads[key]
 
 
 def _probe_key() -> int:
     """PROBE_KEY, after checking with Flink's BinaryRowData that HashMap (capacity up to 256) puts it
     in bucket 0: the first key a bundle emits, as it is the first the bundle holds."""
-    with _lock:
-        if not _checked:
-            from flink_semantics.adapters.pyflink.session import jvm
-
-            j = jvm()
-            row = j.org.apache.flink.table.data.binary.BinaryRowData(1)
-            writer = j.org.apache.flink.table.data.writer.BinaryRowWriter(row)
-            writer.writeLong(0, PROBE_KEY)
-            writer.complete()
-            h = row.hashCode() & 0xFFFFFFFF
-            if (h ^ (h >> 16)) & 0xFF:
-                raise RuntimeError(f"probe key {PROBE_KEY} is not in HashMap bucket 0 in this Flink")
-            _checked.append(PROBE_KEY)
-        return _checked[0]
+    if _spread(PROBE_KEY) & 0xFF:
+        raise RuntimeError(f"probe key {PROBE_KEY} is not in HashMap bucket 0 in this Flink")
+    return PROBE_KEY
 
 
-def _options(c: MiniBatchConfig, latency: str | None = None) -> dict[str, str]:
-    out = {"table.exec.mini-batch.enabled": "true" if c.enabled else "false",
-           "table.optimizer.agg-phase-strategy": "TWO_PHASE" if c.two_phase else "ONE_PHASE"}
-    if c.enabled:
-        out["table.exec.mini-batch.allow-latency"] = latency or LATENCY
-        out["table.exec.mini-batch.size"] = str(c.size)
-    if c.ttl:
-        out["table.exec.state.ttl"] = "1 d"
-    return out
+def _stand_ins(schedule: Schedule) -> dict[int, int]:
+    """Two phases: the Flink key of each key of the schedule, one of STAND_INS (checked with Flink's
+    BinaryRowData: a HashMap of capacity 16 to 256 keeps them in one bucket, in insertion order)."""
+    if any(_spread(k) & 0xFF != _spread(STAND_INS[0]) & 0xFF for k in STAND_INS):
+        raise RuntimeError(f"the stand-in keys {STAND_INS} are not in one HashMap bucket in this Flink")
+    keys = sorted({s.key for s in schedule.steps if isinstance(s, RowStep)})
+    if len(keys) > len(STAND_INS):
+        raise AdapterError(f"pyflink mini_batch: a two-phase schedule of {len(keys)} keys; the adapter "
+                           f"keeps Flink's order of {len(STAND_INS)} at most (module docstring)")
+    return dict(zip(keys, STAND_INS))
+
+
+def _options(c: MiniBatchConfig, latency: str | None = None, size: int | None = None) -> dict[str, str]:
+    """Flink's options for the configuration, every one set (a job's operators have their own)."""
+    return {"table.exec.mini-batch.enabled": "true" if c.enabled else "false",
+            "table.optimizer.agg-phase-strategy": "TWO_PHASE" if c.two_phase else "ONE_PHASE",
+            "table.exec.mini-batch.allow-latency": (latency or LATENCY) if c.enabled else "0 ms",
+            "table.exec.mini-batch.size": str(size or c.size) if c.enabled else "-1",
+            "table.exec.state.ttl": "1 d" if c.ttl else "0 ms"}
 
 
 def _table_env(options: dict[str, str]) -> tuple[Any, Any]:
@@ -145,10 +182,14 @@ def _table_env(options: dict[str, str]) -> tuple[Any, Any]:
     env = stream_environment()
     env.set_parallelism(1)
     t_env = StreamTableEnvironment.create(env)
+    _configure(t_env, options)
+    return env, t_env
+
+
+def _configure(t_env: Any, options: dict[str, str]) -> None:
     conf = t_env.get_config()
     for key, value in options.items():
         conf.set(key, value)
-    return env, t_env
 
 
 _QUERY = ("SELECT {sid} AS sid, k, COUNT(*) AS c, SUM(v) AS s, MIN(v) AS mn, MAX(v) AS mx "
@@ -173,57 +214,74 @@ def _refusal(c: MiniBatchConfig) -> str | None:
     return None
 
 
-def _input(schedule: Schedule, sid: int, probe: int) -> list[tuple[int, str, int, int]]:
-    """The schedule's input rows (sid, kind, key, value): a probe before each row and at `end`, a
-    tail probe without `end`; other steps feed nothing (module docstring)."""
-    rows = []
-    ended = False
+Input = list[tuple[str, int, int]]  # (kind, key, value) rows of one aggregation operator
+Changelog = list[tuple[str, tuple[int, ...]]]  # (kind, (key, count, sum, min, max)) it emitted
+
+
+def _probed(schedule: Schedule, probe: int) -> Input:
+    """The schedule's input rows with a probe before each row and at `end`, a tail probe without
+    `end`; other steps feed nothing (module docstring)."""
+    rows: Input = []
     for i, s in enumerate(schedule.steps):
         if isinstance(s, RowStep):
-            rows += [(sid, "+I", probe, i), (sid, s.kind, s.key, s.value)]
+            rows += [("+I", probe, i), (s.kind, s.key, s.value)]
         elif isinstance(s, EndStep):
-            rows.append((sid, "+I", probe, i))
-            ended = True
+            return rows + [("+I", probe, i)]
+    return rows + [("+I", probe, TAIL)]
+
+
+def _cuts(schedule: Schedule, probe: int, keys: dict[int, int]) -> list[tuple[int, bool, Input]]:
+    """Two-phase: the runs of a schedule, as (step, probed, input): for each row step, the rows up to
+    it, then a probe and end of input (probed); with `end`, all its rows and end of input."""
+    rows: Input = []
+    runs = []
+    for i, s in enumerate(schedule.steps):
+        if isinstance(s, RowStep):
+            rows.append((s.kind, keys[s.key], s.value))
+            runs.append((i, True, rows + [("+I", probe, i)]))
+        elif isinstance(s, EndStep):
+            runs.append((i, False, list(rows)))
             break
-    if not ended:
-        rows.append((sid, "+I", probe, TAIL))
-    return rows
+    return runs
 
 
-def _run_group(schedules: Sequence[Schedule], c: MiniBatchConfig) -> list[Trace]:
-    """Schedules of one Flink configuration in one job; one trace each."""
+def _collect(runs: Sequence[tuple[MiniBatchConfig, int, Input]]) -> list[Changelog]:
+    """Each run (configuration, Flink's size, input) through its own aggregation operator, with its own
+    options (the planner reads them when it translates the operator), JOB_OPERATORS a job: the
+    changelog each emits."""
     from pyflink.common import Row, Types
     from pyflink.common.types import RowKind
     from pyflink.table import ChangelogMode, Schema
 
-    probe = _probe_key()
     kinds = {"+I": RowKind.INSERT, "-U": RowKind.UPDATE_BEFORE, "+U": RowKind.UPDATE_AFTER,
              "-D": RowKind.DELETE}
-    options = _options(c)
-    if c.enabled:
-        options["table.exec.mini-batch.size"] = str(2 * c.size)  # a probe and a row per step
-    env, t_env = _table_env(options)
-    rows = [Row.of_kind(kinds[kind], sid, k, v) for n, s in enumerate(schedules)
-            for sid, kind, k, v in _input(s, n, probe)]
-    ds = env.from_collection(rows, type_info=Types.ROW_NAMED(
-        ["sid", "k", "v"], [Types.INT(), Types.LONG(), Types.LONG()]))
-    t_env.create_temporary_view("mb_src", t_env.from_changelog_stream(ds))
     schema = (Schema.new_builder().column("sid", "INT").column("k", "BIGINT").column("c", "BIGINT")
               .column("s", "BIGINT").column("mn", "BIGINT").column("mx", "BIGINT").build())
-    mode = ChangelogMode.all() if c.update_before else ChangelogMode.upsert()
-    streams = [t_env.to_changelog_stream(t_env.sql_query(_QUERY.format(sid=sid, src="mb_src")), schema, mode)
-               for sid in range(len(schedules))]
-    union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
-    observed: list[list[tuple[str, tuple[int, ...]]]] = [[] for _ in schedules]
-    with union.execute_and_collect() as results:
-        for r in results:
-            sid, *values = tuple(r)
-            observed[sid].append((_KINDS[r.get_row_kind().value], tuple(values)))
-    return [_trace(s, out, probe) for s, out in zip(schedules, observed)]
+    observed: list[Changelog] = [[] for _ in runs]
+    for first in range(0, len(runs), JOB_OPERATORS):
+        chunk = range(first, min(first + JOB_OPERATORS, len(runs)))
+        env, t_env = _table_env({})
+        rows = [Row.of_kind(kinds[kind], sid, k, v) for sid in chunk for kind, k, v in runs[sid][2]]
+        ds = env.from_collection(rows, type_info=Types.ROW_NAMED(
+            ["sid", "k", "v"], [Types.INT(), Types.LONG(), Types.LONG()]))
+        t_env.create_temporary_view("mb_src", t_env.from_changelog_stream(ds))
+        streams = []
+        for sid in chunk:
+            c, size, _ = runs[sid]
+            _configure(t_env, _options(c, size=size))
+            mode = ChangelogMode.all() if c.update_before else ChangelogMode.upsert()
+            query = t_env.sql_query(_QUERY.format(sid=sid, src="mb_src"))
+            streams.append(t_env.to_changelog_stream(query, schema, mode))
+        union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
+        with union.execute_and_collect() as results:
+            for r in results:
+                sid, *values = tuple(r)
+                observed[sid].append((_KINDS[r.get_row_kind().value], tuple(values)))
+    return observed
 
 
-def _trace(schedule: Schedule, observed: list[tuple[str, tuple[int, ...]]], probe: int) -> Trace:
-    """The `out` events: each row of the changelog at the step of the probe before it."""
+def _trace(schedule: Schedule, observed: Changelog, probe: int) -> Trace:
+    """One phase: each row of the changelog at the step of the probe before it."""
     events: list[Event] = []
     step: int | None = None
     for change, (key, count, sum_, min_, max_) in observed:
@@ -240,14 +298,41 @@ def _trace(schedule: Schedule, observed: list[tuple[str, tuple[int, ...]]], prob
     return Trace(tuple(events))
 
 
-def _job_key(c: MiniBatchConfig) -> tuple[Any, ...]:
-    return (c.enabled, c.size if c.enabled else None, c.two_phase, c.ttl, c.update_before)
+def _two_phase_trace(schedule: Schedule, runs: Sequence[tuple[int, bool, Changelog]], probe: int,
+                     keys: dict[int, int]) -> Trace:
+    """Two phases: the rows a run emitted before its probe are those of the steps up to its cut; each
+    step's are the rows its run emitted beyond those of the run before."""
+    back = {flink: key for key, flink in keys.items()}
+    events: list[Event] = []
+    before: Changelog = []
+    for step, probed, out in runs:
+        at = next((n for n, (_, values) in enumerate(out) if values[0] == probe), None)
+        if probed and at is None:
+            raise RuntimeError(f"pyflink mini_batch: no probe row in the run up to step {step}\n"
+                               + schedule.to_json())
+        upto = out[:at] if probed else out
+        if upto[:len(before)] != before:
+            raise RuntimeError(f"pyflink mini_batch: the run up to step {step} did not emit what the run "
+                               "before it did: Flink's output is not deterministic\n" + schedule.to_json())
+        for change, (key, count, sum_, min_, max_) in upto[len(before):]:
+            events.append(event(step, "out", key=back[key], change=change, count=count, sum=sum_, min=min_,
+                                 max=max_))
+        before = upto
+    return Trace(tuple(events))
+
+
+def _two_phase(c: MiniBatchConfig) -> bool:
+    return c.enabled and c.two_phase  # MB-3: the planner splits the aggregation only with mini-batch
 
 
 def run_batch(schedules: Sequence[Schedule]) -> list[Trace]:
+    """Every schedule of the batch in as few Flink jobs as JOB_OPERATORS allows; a refused
+    configuration asks the planner (no job)."""
     traces: dict[int, Trace] = {}
-    groups: dict[tuple[Any, ...], list[int]] = {}
     refusals: dict[MiniBatchConfig, str | None] = {}
+    probe = _probe_key()
+    keys: dict[int, dict[int, int]] = {}
+    runs: dict[int, list[tuple[int, bool, Input]]] = {}
     for i, s in enumerate(schedules):
         c: MiniBatchConfig = s.config
         try:
@@ -259,9 +344,16 @@ def run_batch(schedules: Sequence[Schedule]) -> list[Trace]:
             if reason is not None:
                 traces[i] = Trace((rejected(reason),))
                 continue
-        groups.setdefault(_job_key(c), []).append(i)
-    for indices in groups.values():
-        batch = [schedules[i] for i in indices]
-        for i, trace in zip(indices, _run_group(batch, batch[0].config)):
-            traces[i] = trace
+        if _two_phase(c):
+            keys[i] = _stand_ins(s)
+            runs[i] = _cuts(s, probe, keys[i])
+        else:
+            runs[i] = [(TAIL, True, _probed(s, probe))]
+    # one phase: a probe and a row per step, so Flink's bundles of twice the size hold the same rows
+    sizes = {i: schedules[i].config.size * (1 if i in keys else 2) for i in runs}
+    observed = iter(_collect([(schedules[i].config, sizes[i], rows) for i in runs for _, _, rows in runs[i]]))
+    for i, cuts in runs.items():
+        out = [(step, probed, next(observed)) for step, probed, _ in cuts]
+        traces[i] = (_two_phase_trace(schedules[i], out, probe, keys[i]) if i in keys
+                     else _trace(schedules[i], out[0][2], probe))
     return [traces[i] for i in range(len(schedules))]
