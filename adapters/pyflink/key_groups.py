@@ -1,14 +1,14 @@
 """Key groups on Flink itself: PyFlink's `key_by`, with the subtask of every update observed in the job.
 
-A batch of schedules is one Flink job.  Its updates are grouped by (parallelism, explicit maximum
-parallelism, key type); each group is a pipeline of the job: a bounded source of the group's
-updates `(schedule, step, key, value)` at parallelism 1, PyFlink's `key_by` on the key (typed
-INT, BIGINT or STRING), and a Python `KeyedProcessFunction` at the schedule's parallelism (and
-maximum parallelism, when the schedule sets one) that adds the value to the key's sum in keyed
-`MapState` (one entry per schedule, so schedules sharing a pipeline keep their own sums) and emits
-the subtask it runs in.  Routing depends on the key alone, so sharing a pipeline changes nothing
-of what is observed; the source sends each schedule's updates in step order on one channel, so a
-key's sums follow the steps.
+A batch of schedules runs in rounds of real Flink jobs (class `Jobs`); a schedule without restores
+runs in the first round's job, beside the first segment of every other.  Each pipeline of a job is a
+FileSource of its updates `(schedule, step, key, value)` at parallelism 1, PyFlink's `key_by` on
+the key (typed INT, BIGINT or STRING), and a Python `KeyedProcessFunction` at the schedule's
+parallelism (and maximum parallelism, when the schedule sets one) that adds the value to the key's
+sum in keyed `MapState` (one entry per schedule, so schedules sharing a pipeline keep their own
+sums) and writes the subtask it runs in.  Routing depends on the key alone, so sharing a pipeline
+changes nothing of what is observed; the source sends each schedule's updates in step order on one
+channel, so a key's sums follow the steps.
 
 Observed in the job: the subtask of each update and the key's sum there.  The hash and the key
 group of the `routed` event are Flink's own functions called in Flink's JVM (`MathUtils.murmurHash`,
@@ -19,10 +19,10 @@ rejected when Flink's own checks refuse it (`KeyGroupRangeAssignment.checkParall
 `computeKeyGroupRangeForOperatorIndex`), without a job.
 
 Checkpoints and restores, at the same parallelism (KG-14) or another (KG-13, refusals KG-8, KG-15,
-KG-16), run on savepoints: the schedules that restore run in rounds of jobs, each restoring the
-savepoint that holds its schedules' checkpoint, and the restored state is seen by probing every
-key in the restored job (class `Restores`).  A `keyed` event names the key group Flink keeps the
-key's state under, that of `Row.of(key)` (KG-33), whatever the profile: in the `flink` profile a
+KG-16), run on savepoints: a round's job restores the savepoint that holds its schedules'
+checkpoint, and the restored state is seen by probing every key in the restored job.  A `keyed`
+event names the key group Flink keeps the key's state under, that of `Row.of(key)` (KG-33),
+whatever the profile: in the `flink` profile a
 restored key then differs from the spec in its key group, which the checker traces back to routing
 (KG-6), not to the restore.  A `restored` event's parallelism and maximum parallelism are what the
 restored job's subtasks report; its `range` events are Flink's `computeKeyGroupRangeForOperatorIndex`
@@ -144,72 +144,22 @@ def _int32(v: int) -> int:
     return (v + 2**31) % 2**32 - 2**31
 
 
-def _sum_function() -> Any:
-    """The keyed operator: the key's sum per schedule, and the subtask it runs in."""
-    from flink_semantics.adapters.pyflink.session import subtask_index
-    from pyflink.common import Types
-    from pyflink.datastream import KeyedProcessFunction
-    from pyflink.datastream.state import MapStateDescriptor
-
-    class Sum(KeyedProcessFunction):
-        def open(self, ctx: Any) -> None:
-            self.sums = ctx.get_map_state(MapStateDescriptor("sums", Types.LONG(), Types.LONG()))
-            self.subtask = subtask_index(ctx)
-
-        def process_element(self, value: Any, ctx: Any) -> Any:
-            sid, step, _key, amount = value
-            total = (self.sums.get(sid) or 0) + amount
-            self.sums.put(sid, total)
-            yield sid, step, self.subtask, total
-
-    return Sum()
-
-
-Groups = dict[tuple[int, int | None, str], list[tuple[int, int, Any, int]]]
-
-
-def observe(groups: Groups) -> dict[tuple[int, int], tuple[int, int]]:
-    """Run one job with a pipeline per group; (schedule, step) -> (subtask, sum) as observed."""
-    from flink_semantics.adapters.pyflink.session import stream_environment
-    from pyflink.common import Row, Types
-
-    env = stream_environment()
-    env.set_parallelism(1)
-    out_type = Types.TUPLE([Types.LONG(), Types.INT(), Types.INT(), Types.LONG()])
-    streams = []
-    for (parallelism, max_parallelism, type_), rows in sorted(groups.items(), key=str):
-        key_type = _type_info(type_)
-        # A Row, not a tuple: its fields may be null (a null key).
-        source = env.from_collection([Row(*r) for r in rows],
-                                     type_info=Types.ROW([Types.LONG(), Types.INT(), key_type, Types.LONG()]))
-        keyed = source.key_by(lambda r: r[2], key_type=key_type)
-        stream = keyed.process(_sum_function(), output_type=out_type).set_parallelism(parallelism)
-        if max_parallelism is not None:
-            stream = stream.set_max_parallelism(max_parallelism)
-        streams.append(stream)
-    if not streams:
-        return {}
-    union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
-    with union.execute_and_collect("conformance key_groups") as results:
-        return {(int(sid), int(step)): (int(subtask), int(total)) for sid, step, subtask, total in results}
-
-
 # --------------------------------------------------------------------------
 # Checkpoints and restores (KG-14): savepoints of running jobs, restored by new jobs
 # --------------------------------------------------------------------------
 
-_UPDATE, _PROBE, _META = 0, 1, 2  # the kinds of a line of a restoring job's input
+_UPDATE, _PROBE, _META = 0, 1, 2  # the kinds of a line of a job's input
 _META_KEY = {"int": 0, "long": 0, "string": ""}  # the key of the probe that asks the parallelism
 
 
-def _restore_function(out: str) -> Any:
-    """The keyed operator of a restoring job: as `_sum_function`, over JSON lines [sid, step, kind,
-    key, value], and answering probes (`value` is the probe's index) with the key's sum there
-    (None: no state) and the subtask's parallelism and maximum parallelism.  Each output is a JSON
-    line [sid, step, tag, subtask, sum, parallelism, max parallelism] (tag -2 an update, -1 the
-    parallelism probe, else a key probe's index) appended to a file of its own subtask in the
-    directory `out`: not Flink's collect sink, whose buffered results a restored job would restore
-    with the savepoint's state and send again."""
+def _keyed_function(out: str) -> Any:
+    """The keyed operator: over JSON lines [sid, step, kind, key, value], it adds an update's value
+    to the key's sum for its schedule (keyed MapState), and answers probes (`value` is the probe's
+    index) with the key's sum there (None: no state) and the subtask's parallelism and maximum
+    parallelism.  Each output is a JSON line [sid, step, tag, subtask, sum, parallelism, max
+    parallelism] (tag -2 an update, -1 the parallelism probe, else a key probe's index) appended to
+    a file of its own subtask in the directory `out`: not Flink's collect sink, whose buffered
+    results a restored job would restore with the savepoint's state and send again."""
     import json
     import os
 
@@ -339,8 +289,8 @@ _REFUSALS = (("lower than the configured parallelism", REFUSED_ABOVE_MAX),  # KG
              ("This is currently not supported", REFUSED_MAX_CHANGED))  # KG-16
 
 
-class Restores:
-    """The schedules of a batch that restore, run in rounds of real Flink jobs.
+class Jobs:
+    """The schedules of a batch, run in rounds of real Flink jobs.
 
     Each schedule is cut at its restores into segments; round k runs segment k of every schedule
     that has one.  A schedule's state lives in a *lineage*: keyed operators (one per key type, each
@@ -530,7 +480,7 @@ class Restores:
                 lines = env.from_source(source, WatermarkStrategy.no_watermarks(), f"in-{uid}") \
                     .uid(f"in-{uid}-{job_id}")
                 keyed = lines.key_by(lambda line: json.loads(line)[3], key_type=_type_info(type_))
-                stream = keyed.process(_restore_function(out)).uid(uid).name(uid).set_parallelism(p)
+                stream = keyed.process(_keyed_function(out)).uid(uid).name(uid).set_parallelism(p)
                 if m is not None:
                     stream = stream.set_max_parallelism(m)
                 streams.append(stream)
@@ -620,51 +570,24 @@ def _unsupported(s: Schedule) -> str | None:
 
 
 def run_batch(schedules: Sequence[Schedule]) -> list[Trace]:
+    import shutil
+    import tempfile
+
     flink = FlinkFunctions()
     refusals = [flink.refusal(s.config.parallelism, s.config.max_parallelism) for s in schedules]
-    groups: Groups = {}
-    restoring: dict[int, Schedule] = {}
+    running: dict[int, Schedule] = {}
     for sid, (s, refusal) in enumerate(zip(schedules, refusals)):
-        if refusal is not None:
-            continue
-        why = _unsupported(s)
-        if why is not None:
-            raise ValueError(f"pyflink adapter: schedule {sid}: {why}: {s.to_json()}")
-        if any(isinstance(u, RestoreStep) for u in s.steps):
-            restoring[sid] = s
-            continue
-        for step, u in enumerate(s.steps):
-            if isinstance(u, UpdateStep):  # a checkpoint that no restore reads changes nothing
-                groups.setdefault((s.config.parallelism, s.config.max_parallelism, u.type), []).append(
-                    (sid, step, u.key, u.value))
-    seen = observe(groups)
-    restores = Restores(restoring, flink)
-    if restoring:
-        import shutil
-        import tempfile
-
+        if refusal is None:
+            why = _unsupported(s)
+            if why is not None:
+                raise ValueError(f"pyflink adapter: schedule {sid}: {why}: {s.to_json()}")
+            running[sid] = s
+    jobs = Jobs(running, flink)
+    if running:
         root = tempfile.mkdtemp(prefix="conformance-key-groups-")
         try:
-            restores.run(root)
+            jobs.run(root)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    traces = []
-    for sid, (s, refusal) in enumerate(zip(schedules, refusals)):
-        if refusal is not None:
-            traces.append(Trace((rejected(refusal),)))
-            continue
-        if sid in restoring:
-            traces.append(restores.trace(sid))
-            continue
-        max_p = flink.max_parallelism(s.config.parallelism, s.config.max_parallelism)
-        routed = get_area("key_groups").event_kinds["routed"]
-        events = []
-        for step, u in enumerate(s.steps):
-            if not isinstance(u, UpdateStep):
-                continue
-            subtask, total = seen[(sid, step)]
-            h, kg = flink.route(u.key, u.type, s.config.hash, max_p)
-            events.append(routed(step, key=u.key, type=u.type, hash=h, key_group=kg, subtask=subtask,
-                                 value=total))
-        traces.append(Trace(tuple(events)))
-    return traces
+    return [Trace((rejected(refusal),)) if refusal is not None else jobs.trace(sid)
+            for sid, refusal in enumerate(refusals)]
