@@ -350,7 +350,7 @@ def run_batch(schedules: Sequence[Schedule]) -> list[Trace]:
             keys[i] = _stand_ins(s)
             runs[i] = _cuts(s, probe, keys[i])
         else:
-            runs[i] = [(TAIL, True, _probed(s, probe))]
+            runs[i] = [(TAIL, True, _probed(s, probe))]  # one run, its probes name the steps (_trace)
     # one phase: a probe and a row per step, so Flink's bundles of twice the size hold the same rows
     sizes = {i: schedules[i].config.size * (1 if i in keys else 2) for i in runs}
     observed = iter(_collect([(schedules[i].config, sizes[i], rows) for i in runs for _, _, rows in runs[i]]))
