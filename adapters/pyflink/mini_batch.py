@@ -262,8 +262,10 @@ def _collect(runs: Sequence[tuple[MiniBatchConfig, int, Input]]) -> list[Changel
     observed: list[Changelog] = [[] for _ in runs]
     for first in range(0, len(runs), JOB_OPERATORS):
         chunk = range(first, min(first + JOB_OPERATORS, len(runs)))
-        env, t_env = _table_env({})
         rows = [Row.of_kind(kinds[kind], sid, k, v) for sid in chunk for kind, k, v in runs[sid][2]]
+        if not rows:
+            continue  # runs without input (two phases: `end` alone) emit nothing
+        env, t_env = _table_env({})
         ds = env.from_collection(rows, type_info=Types.ROW_NAMED(
             ["sid", "k", "v"], [Types.INT(), Types.LONG(), Types.LONG()]))
         t_env.create_temporary_view("mb_src", t_env.from_changelog_stream(ds))
