@@ -44,7 +44,7 @@ from flink_semantics.spec.schedule import Event, Step
 LONG_MIN = -(2**63)  # Long.MIN_VALUE
 
 # --------------------------------------------------------------------------
-# Java long arithmetic (the row-time assigner's interval arithmetic wraps around at Long.MAX_VALUE)
+# Java long arithmetic (the row-time assigner's interval arithmetic and SUM wrap around, MB-6, MB-30)
 # --------------------------------------------------------------------------
 
 
@@ -79,18 +79,19 @@ class Acc:
     values: Counter[int] = field(default_factory=Counter)  # MIN/MAX with retraction: value -> count
 
     def apply(self, kind: str, v: int) -> None:
-        """Accumulate +I/+U, retract -U/-D (MB-17)."""
+        """Accumulate +I/+U, retract -U/-D (MB-17); SUM wraps around as a Java long (MB-30)."""
         n = -1 if kind in RETRACTIONS else 1
         self.count += n
-        self.sum += n * v
+        self.sum = jlong(self.sum + n * v)  # MB-30: `(long) (sum + v)`, `(long) (sum - v)`
         self.values[v] += n
         if self.values[v] == 0:
             del self.values[v]
 
     def merge(self, other: Acc) -> None:
-        """MB-26: merge another accumulator (a local phase's) into this one."""
+        """MB-26: merge another accumulator (a local phase's) into this one; its sum wrapped too, the
+        merged one is the same modulo 2^64 (MB-30)."""
         self.count += other.count
-        self.sum += other.sum
+        self.sum = jlong(self.sum + other.sum)  # MB-30
         self.values.update(other.values)
         for v in [v for v, n in self.values.items() if n == 0]:
             del self.values[v]
@@ -100,7 +101,7 @@ class Acc:
         return self.count, self.sum, min(held, default=0), max(held, default=0)
 
     def copy(self) -> Acc:
-        return Acc(self.count, self.sum, Counter(self.values))
+        return type(self)(self.count, self.sum, Counter(self.values))
 
 
 # --------------------------------------------------------------------------
@@ -137,6 +138,8 @@ class Bundle:
 
 
 class Model:
+    accumulator: type[Acc] = Acc  # the accumulators of the aggregation and of the local phase (MB-30)
+
     def __init__(self, config: MiniBatchConfig):
         self.c = config
         self.two_phase = config.enabled and config.two_phase  # MB-3
@@ -279,7 +282,7 @@ class Model:
     def _finish_local(self, items: dict[int, list], index: int) -> None:
         """MB-25: one fresh accumulator per key, no row dropped, sent in first-arrival order."""
         for key, rows in items.items():
-            acc = Acc()
+            acc = self.accumulator()
             for kind, v in rows:
                 acc.apply(kind, v)
             self.bundle.add(index, key, acc)
@@ -297,7 +300,7 @@ class Model:
                 rows = rows[1:]
             if not rows:
                 return  # ... and the next key goes on
-            acc = Acc()
+            acc = self.accumulator()
         else:
             acc = acc.copy()
         for kind, v in rows:
@@ -309,7 +312,7 @@ class Model:
         for key, accs in items.items():
             acc = self.state.get(key)
             prev = acc.value() if acc is not None else None
-            acc = acc.copy() if acc is not None else Acc()
+            acc = acc.copy() if acc is not None else self.accumulator()
             for local in accs:
                 acc.merge(local)
             self._result(index, key, prev, acc)

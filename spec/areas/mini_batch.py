@@ -2,7 +2,7 @@
 notation.
 
 One Flink SQL group aggregation, `SELECT k, COUNT(*), SUM(v), MIN(v), MAX(v) ... GROUP BY k`, over
-an input changelog of integer keys and values, at parallelism 1: a mini-batch assigner (processing
+an input changelog of BIGINT keys and values (Java longs), at parallelism 1: a mini-batch assigner (processing
 time or row time), optionally a local aggregation (two-phase), the exchange with its watermark
 valve, and the aggregation, which buffers its input in bundles when mini-batch is on.  The trace
 is the aggregation's output: its changelog rows, the watermarks and statuses it forwards.
@@ -89,11 +89,12 @@ def validate_config(c: MiniBatchConfig) -> None:
 
 @dataclass(frozen=True)
 class RowStep(Step):
-    """A changelog row arrives: `kind` (+I, -U, +U, -D) for `key`, with the value `value`."""
+    """A changelog row arrives: `kind` (+I, -U, +U, -D) for `key`, with the value `value`; the key
+    and the value are BIGINT (longs, SCH-2: checked in `validate_steps`)."""
 
     op: ClassVar[str] = "row"
     role: ClassVar[str | None] = INPUT
-    key: int = field(metadata=NON_NEGATIVE)
+    key: int
     kind: str = field(metadata={"choices": KINDS})
     value: int
 
@@ -180,7 +181,7 @@ def validate_steps(schedule: Schedule) -> None:
     """MB-27: a well-formed changelog (every retraction retracts a value its key holds; a key that
     never held anything may start with retractions, except in two-phase aggregation); MB-28: no
     watermark and no end of input while the input is idle, and a restore follows a crash; SCH-2: a
-    watermark is a long."""
+    row's key and value and a watermark are longs."""
     c: MiniBatchConfig = schedule.config
     held = _Held()
     snapshots: dict[int, _Held] = {}
@@ -190,6 +191,8 @@ def validate_steps(schedule: Schedule) -> None:
             raise ScheduleError(i, "MB-28", f"{'a watermark' if s.op == 'watermark' else 'end of input'} "
                                 "arrives while the input is idle", s.op)
         if isinstance(s, RowStep):
+            _check_long(i, s.op, "key", s.key)  # SCH-2: BIGINT, as Flink's GROUP BY key
+            _check_long(i, s.op, "value", s.value)  # SCH-2: BIGINT, as SUM's operand
             values = held.values.setdefault(s.key, {})
             if s.kind in RETRACTIONS:
                 if values.get(s.value, 0) > 0:
@@ -203,8 +206,8 @@ def validate_steps(schedule: Schedule) -> None:
             else:
                 values[s.value] = values.get(s.value, 0) + 1
                 held.ever.add(s.key)
-        elif isinstance(s, WatermarkStep) and not LONG_RANGE[0] <= s.timestamp <= LONG_RANGE[1]:
-            raise ScheduleError(i, "SCH-2", f"a watermark must be a long, not {s.timestamp}", s.op)
+        elif isinstance(s, WatermarkStep):
+            _check_long(i, s.op, "a watermark", s.timestamp)
         elif isinstance(s, StatusStep):
             idle = s.idle
         elif isinstance(s, CheckpointStep):
@@ -215,6 +218,12 @@ def validate_steps(schedule: Schedule) -> None:
             held = snapshots[s.checkpoint].copy() if s.checkpoint is not None else _Held()
             idle = False
         crashed = isinstance(s, CrashStep)
+
+
+def _check_long(index: int, op: str, what: str, value: int) -> None:
+    """SCH-2: a field that is a long (BIGINT) lies in [-2^63, 2^63 - 1]."""
+    if not LONG_RANGE[0] <= value <= LONG_RANGE[1]:
+        raise ScheduleError(index, "SCH-2", f"{what} must be a long (BIGINT), not {value}", op)
 
 
 def _multiset(values: dict[int, int]) -> str:
@@ -285,8 +294,8 @@ def _timestamp(word: str) -> int:
 
 
 def _key(word: str) -> int:
-    if not re.fullmatch(r"k\d+", word):
-        raise ValueError(f"expected a key like k1, not {word!r}")
+    if not re.fullmatch(r"k-?\d+", word):
+        raise ValueError(f"expected a key like k1 or k-3, not {word!r}")
     return int(word[1:])
 
 
@@ -308,7 +317,7 @@ def parse_config(text: str) -> dict[str, Any]:
 
 
 def parse_step(text: str) -> dict[str, Any]:
-    """`row k1 +I 5`, `watermark 10`, `watermark MAX`, `status idle`, `advance 10`, `checkpoint 1`,
+    """`row k1 +I 5`, `row k-3 -D -7`, `watermark 10`, `watermark MAX`, `status idle`, `advance 10`, `checkpoint 1`,
     `crash`, `restore 1`, `restore none`, `end`."""
     words = text.split()
     op, args = words[0], words[1:]
@@ -330,7 +339,7 @@ def parse_step(text: str) -> dict[str, Any]:
     raise ValueError(f"not a step of the notation: {text!r}")
 
 
-_OUT = re.compile(r"([+-][IUD]) (k\d+) count=(-?\d+) sum=(-?\d+) min=(-?\d+) max=(-?\d+)")
+_OUT = re.compile(r"([+-][IUD]) (k-?\d+) count=(-?\d+) sum=(-?\d+) min=(-?\d+) max=(-?\d+)")
 
 
 def parse_event(step: int, text: str) -> Any:
