@@ -173,6 +173,9 @@ MINI_BATCH = {
         "mini_batch", _ON,
         op("checkpoint", id=1), op("row", key=0, kind="+I", value=1), op("checkpoint", id=2), op("crash"),
         op("restore", checkpoint=1)),
+    mini_batch.SUM_WRAPS: schedule(
+        "mini_batch", {},
+        op("row", key=-1, kind="+I", value=2**63 - 1), op("row", key=-1, kind="+I", value=1)),
 }
 MINI_BATCH_NONE = schedule(
     "mini_batch", _ON,

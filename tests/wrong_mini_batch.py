@@ -174,6 +174,29 @@ class ValveSurvivesRestore(WrongMiniBatch):
     model = _ValveSurvivesRestore
 
 
+# ---- SUM in Python's unbounded integers: a sum beyond a long does not wrap around (breaks MB-30)
+
+
+class _UnboundedAcc(Acc):
+    def apply(self, kind: str, v: int) -> None:
+        before = self.sum
+        super().apply(kind, v)
+        self.sum = before + (-v if kind in RETRACTIONS else v)
+
+    def merge(self, other: Acc) -> None:
+        before = self.sum
+        super().merge(other)
+        self.sum = before + other.sum
+
+
+class _SumDoesNotWrap(Model):
+    accumulator = _UnboundedAcc
+
+
+class SumDoesNotWrap(WrongMiniBatch):
+    model = _SumDoesNotWrap
+
+
 # The registry (`strength`, tests/test_wrong_mini_batch.py): the property that
 # must catch each mutant, and a rule its failure report must name.
 MUTANTS = [
@@ -186,6 +209,7 @@ MUTANTS = [
     Mutant("StopsAtRetractedKey", "test_processing_time_bundles", "MB-18"),
     Mutant("IdleKeepsWatermarks", "test_idle_statuses", "MB-15"),
     Mutant("ValveSurvivesRestore", "test_everything_together", "MB-29"),
+    Mutant("SumDoesNotWrap", "test_per_row_changelog", "MB-30"),
 ]
 
 

@@ -6,7 +6,9 @@ a retraction takes back a value its key holds, or leads a key that never held on
 or end of input comes while the input is idle, a restore follows a crash (MB-28).  Each step is
 one integer drawn by hypothesis, read against the schedule so far (few draws per schedule;
 shrinking an integer towards 0 picks the plainest step, `row k0 +I 0`); half the crashes come
-after two checkpoints and restore the older one.  `Features` says which parts a property uses;
+after two checkpoints and restore the older one.  Keys are longs, negative ones among them; a
+quarter of the schedules draw their keys and values near the long bounds, where sums wrap around
+(MB-30).  `Features` says which parts a property uses;
 `Features.restrict` drops what an adapter cannot run.  `COVERAGE` and `coverage` name the rare
 states where engines lose or repeat results, and their floors (conformance/coverage.py).
 
@@ -30,6 +32,7 @@ from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.mini_batch import Acc, Model
 from flink_semantics.spec.adapter import unsupported
 from flink_semantics.spec.areas.mini_batch import (
+    LONG_RANGE,
     MAX_WATERMARK,
     RETRACTIONS,
     AdvanceStep,
@@ -149,16 +152,20 @@ EMPTIED_BY_WATERMARK = "a bundle finished by a watermark with a key retracted to
 CRASH_BUFFERED = "a crash with rows buffered in an open bundle"
 RETRACTION_ACROSS = "two-phase: a retraction of a value accumulated in an earlier bundle"
 OLDER_RESTORE = "a restore from a checkpoint older than the latest"
+SUM_WRAPS = "a sum wraps around: a result differs from the one in unbounded integers"
 
 # State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
 # with `pytest conformance/test_mini_batch.py conformance/test_coverage.py --adapter reference
-# --areas mini_batch` (4718 schedules; the share in parentheses), each floor about half of it.
+# --areas mini_batch` (4718 schedules; the share in parentheses), each floor about half of it; on
+# 5860 schedules, with a quarter of them near the long bounds, the shares were 4.5%, 2.7%, 4.3%, 1.3%
+# and 7.0% (the first four the same with no schedule near the bounds: those starve nothing).
 # (A restore with a bundle open at its checkpoint cannot happen: MB-13 finishes bundles first.)
 COVERAGE = {
     EMPTIED_BY_WATERMARK: 0.03,  # (6.3%) every mini-batch property
     CRASH_BUFFERED: 0.015,  # (3.2%) test_checkpoints_and_restores, test_everything_together
     RETRACTION_ACROSS: 0.025,  # (5.6%) test_local_global, test_everything_together, test_equivalences
     OLDER_RESTORE: 0.008,  # (1.8%) the checkpoint properties: two checkpoints, a crash, the older one
+    SUM_WRAPS: 0.035,  # (7.0%) every property: a quarter of the schedules draw values near the long bounds
 }
 
 
@@ -179,7 +186,40 @@ def coverage(schedule: Schedule) -> list[str]:
     validate_schedule(schedule)  # ScheduleError: none (conformance/coverage.py)
     if c.enabled and (retractions or crashes):
         found |= _model_states(schedule)
+    if _sum_wraps(schedule):
+        found.add(SUM_WRAPS)  # MB-30
     return sorted(found)
+
+
+class _UnboundedAcc(Acc):
+    """SUM in unbounded integers, which MB-30 rules out: what a sum would be without wrapping."""
+
+    def apply(self, kind: str, v: int) -> None:
+        before = self.sum
+        super().apply(kind, v)
+        self.sum = before + (-v if kind in RETRACTIONS else v)
+
+    def merge(self, other: Acc) -> None:
+        before = self.sum
+        super().merge(other)
+        self.sum = before + other.sum
+
+
+class _UnboundedModel(Model):
+    accumulator = _UnboundedAcc
+
+
+def _sum_wraps(schedule: Schedule) -> bool:
+    """MB-30: whether the trace shows a wrapped sum (it differs from the trace with unbounded sums);
+    only schedules whose values could add up beyond a long are run."""
+    values = [abs(s.value) for s in schedule.steps if isinstance(s, RowStep)]
+    if sum(values) <= LONG_RANGE[1]:
+        return False
+    return _events(Model(schedule.config), schedule) != _events(_UnboundedModel(schedule.config), schedule)
+
+
+def _events(model: Model, schedule: Schedule) -> list[Any]:
+    return [e for i, s in enumerate(schedule.steps) for e in model.apply(i, s)]
 
 
 def _empties(model: Model) -> bool:
@@ -264,10 +304,16 @@ class Features:
 
 LATENCIES = (10, 10, 5, 1, 100, 3)
 SIZES = (3, 2, 1, 5, 100, 4, 8)
-KEYS = 5  # keys 0..4, key 0 the most frequent (skew)
+LONG_MIN, LONG_MAX = LONG_RANGE
+# Key 0 the most frequent (skew), and four others: longs, negative ones among them; values.
+KEYS = (1, 2, -1, 3)
 VALUES = (0, 1, 2, 3, 5, -1, 7, 9)
+# Near the long bounds (MB-30): sums of two values of one sign wrap around, most of them.
+WIDE_KEYS = (1, -1, LONG_MIN, LONG_MAX)
+WIDE_VALUES = (LONG_MAX, 1, LONG_MIN, -1, 2**62, LONG_MAX - 1, -(2**62), 0)
 
 CONFIG_BITS = st.integers(0, 2**20 - 1)
+WIDE = st.integers(0, 3).map(lambda n: n == 3)  # a quarter of the schedules (shrinks to narrow)
 STEP_BITS = st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=40)
 
 
@@ -283,10 +329,12 @@ def config_of(n: int, f: Features) -> MiniBatchConfig:
 
 class _Draft:
     """A schedule being drawn: what each key holds (MB-27), the checkpoints' copies of it, whether
-    the input is idle, the last upstream watermark."""
+    the input is idle, the last upstream watermark; its keys and values near the long bounds or
+    not (`wide`)."""
 
-    def __init__(self, config: MiniBatchConfig, f: Features):
+    def __init__(self, config: MiniBatchConfig, f: Features, wide: bool = False):
         self.c, self.f = config, f
+        self.keys, self.values = (WIDE_KEYS, WIDE_VALUES) if wide else (KEYS, VALUES)
         self.held: dict[int, list[int]] = {}
         self.ever: set[int] = set()
         self.snapshots: dict[int, tuple[dict[int, list[int]], set[int]]] = {}
@@ -297,7 +345,7 @@ class _Draft:
 
     def key(self, n: int) -> int:
         """Skewed: key 0 half the time."""
-        return 0 if n % 2 == 0 else 1 + (n // 2) % (KEYS - 1)
+        return 0 if n % 2 == 0 else self.keys[(n // 2) % len(self.keys)]
 
     def row(self, n: int) -> RowStep:
         key, n = self.key(n), n // 8
@@ -308,8 +356,8 @@ class _Draft:
             v = values.pop(n % len(values))
             return RowStep(key, RETRACTIONS[(n // 8) % 2], v)
         if not values and leading_ok and pick == 9:
-            return RowStep(key, RETRACTIONS[(n // 8) % 2], VALUES[n % len(VALUES)])
-        v = VALUES[n % len(VALUES)]
+            return RowStep(key, RETRACTIONS[(n // 8) % 2], self.values[n % len(self.values)])
+        v = self.values[n % len(self.values)]
         self.held.setdefault(key, []).append(v)
         self.ever.add(key)
         return RowStep(key, "+I" if values == [] or pick % 2 == 0 else "+U", v)
@@ -372,7 +420,7 @@ class _Draft:
 def schedules(draw: Any, f: Features) -> Schedule:
     """A valid mini-batch schedule using the features."""
     config = config_of(draw(CONFIG_BITS), f)
-    draft = _Draft(config, f)
+    draft = _Draft(config, f, draw(WIDE))
     numbers = draw(STEP_BITS)[: f.max_steps]
     steps: list[Step] = []
     for n in numbers:
@@ -405,7 +453,7 @@ def rejected_configs(draw: Any) -> Schedule:
 def changelogs(draw: Any) -> tuple[RowStep, ...]:
     """A well-formed changelog without leading retractions (so that two-phase aggregation takes it)."""
     f = Features(leading=False, checkpoints=False, status=False, upstream_watermarks=False)
-    draft = _Draft(MiniBatchConfig(), f)
+    draft = _Draft(MiniBatchConfig(), f, draw(WIDE))
     return tuple(draft.row(n) for n in draw(STEP_BITS))
 
 
@@ -451,7 +499,8 @@ def malformed_schedules(draw: Any) -> Malformed:
     n = len(steps)
     kind = draw(st.sampled_from(("retract a value never held", "retract after the last value",
                                  "leading retraction in two-phase", "watermark while idle",
-                                 "end while idle", "restore without crash", "unknown kind", "negative key")))
+                                 "end while idle", "restore without crash", "unknown kind",
+                                 "key beyond a long", "value beyond a long", "boolean value")))
     if kind == "retract a value never held":
         more: list[dict[str, Any]] = [{"op": "row", "key": 9, "kind": "+I", "value": 1},
                                       {"op": "row", "key": 9, "kind": "-U", "value": 2}]
@@ -477,5 +526,8 @@ def malformed_schedules(draw: Any) -> Malformed:
     if kind == "unknown kind":
         bad: dict[str, Any] = {"op": "row", "key": 1, "kind": "+X", "value": 1}
         return Malformed({**d, "steps": [*steps, bad]}, n, "SCH-2", kind)
-    bad = {"op": "row", "key": -1, "kind": "+I", "value": 1}
-    return Malformed({**d, "steps": [*steps, bad]}, n, "SCH-2", kind)
+    beyond = draw(st.sampled_from((2**63, 2**70, -(2**63) - 1)))
+    value: int = True if kind == "boolean value" else beyond  # a bool is no integer of SCH-2
+    key, value = (beyond, 1) if kind == "key beyond a long" else (1, value)
+    bad = {"op": "row", "key": key, "kind": "+I", "value": value}
+    return Malformed({**d, "steps": [*steps, bad]}, n, "SCH-2", kind)  # the key and value are BIGINT
