@@ -166,6 +166,7 @@ class Model:
         self.valve: int | None = None  # the checkpoint whose barrier is awaited (SRC-13)
         self.checkpoints: dict[int, Checkpoint] = {}
         self.last_completed: int | None = None
+        self.last_notified: int | None = None  # the last checkpoint whose completion was notified
         self.out: list[Event] = []
         self.step = 0
 
@@ -355,7 +356,14 @@ class Model:
         self.open_valve()
 
     def complete(self, s: CompleteStep) -> None:
-        cp = self.pending(s.id, (BARRIER,), s, "awaiting completion (taken, barrier passed, not aborted)")
+        """SRC-46: a checkpoint whose barrier passed completes (not one older than the last completed:
+        completing N subsumes every earlier one); one that completed without notification gets its
+        notification late, at most once and in id order (SRC-17)."""
+        cp = self.pending(s.id, (BARRIER, COMPLETED), s,
+                          "awaiting completion (taken, barrier passed, not aborted) nor completed")
+        if cp.state == COMPLETED:
+            self.late_notification(s)
+            return
         if self.last_completed is not None and s.id < self.last_completed:
             self.refuse("SRC-46", f"checkpoint {self.last_completed} completed after it", s)
         cp.state = COMPLETED
@@ -363,8 +371,24 @@ class Model:
         if s.notify:
             self.notify_complete(s.id)
 
+    def late_notification(self, s: CompleteStep) -> None:
+        """SRC-17, SRC-46: checkpoint N completed earlier without notification; its notification
+        arrives now, whatever happened since (later checkpoints taken, completed or aborted,
+        failovers), unless a notification of N or of a later checkpoint came first: Flink notifies
+        each completed checkpoint once, in completion order."""
+        if not s.notify:
+            self.refuse("SRC-46", f"checkpoint {s.id} has completed: a completion without notification "
+                        "says nothing more", s)
+        if self.last_notified is not None and s.id <= self.last_notified:
+            what = "again" if s.id == self.last_notified else f"after that of checkpoint {self.last_notified}"
+            self.refuse("SRC-46", f"the completion of checkpoint {s.id} cannot be notified {what}: "
+                        "checkpoints are notified once each, in id order", s)
+        self.notify_complete(s.id)
+
     def notify_complete(self, n: int) -> None:
-        """SRC-17: tracker entries up to N dropped; the sinks commit what they staged up to N."""
+        """SRC-17: tracker entries up to N dropped, those of later checkpoints kept; the sinks commit
+        what they staged before a barrier up to N and have not committed yet."""
+        self.last_notified = n
         self.tracker = {k: v for k, v in self.tracker.items() if k > n}
         records: list[Position] = []
         for reader in self.readers:

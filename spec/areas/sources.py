@@ -163,7 +163,9 @@ class BarrierStep(Step):
 
 @dataclass(frozen=True)
 class CompleteStep(Step):
-    """Checkpoint `id` completes; `notify`: the completion is notified at once (SRC-17, SRC-29)."""
+    """Checkpoint `id` completes; `notify`: the completion is notified at once (SRC-17, SRC-29).
+    Naming a checkpoint that completed without notification, it is that notification arriving late
+    (SRC-17); never a second notification, nor one after a later checkpoint's (SRC-46)."""
 
     op: ClassVar[str] = "complete"
     id: int = field(metadata=NON_NEGATIVE)
