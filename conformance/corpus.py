@@ -8,8 +8,12 @@ the rules the report names and the first divergent step.  Every run replays the 
 areas it runs first, against whatever adapter it runs (conformance/test_corpus.py): a
 counterexample found once, against any adapter, guards every adapter from then on.
 
-The corpus directory is `--corpus DIR` (default $CONFORMANCE_CORPUS, else `corpus/` beside this
-module, the one kept in the repository); `--corpus none` neither replays nor saves.
+The corpus directory is `--corpus DIR` (default $CONFORMANCE_CORPUS): replayed, and where new
+counterexamples are saved.  Without one the run replays `corpus/` beside this module (the one kept
+in the repository and shipped in the package) and saves new counterexamples in pytest's cache
+directory (`.pytest_cache/d/flink_semantics_corpus`), never inside the installed package; to add
+them to the repository's corpus, run with `--corpus conformance/corpus`.  `--corpus none` neither
+replays nor saves.
 """
 
 from __future__ import annotations
@@ -58,9 +62,22 @@ class Case:
 
 
 def directory(option: str | None) -> Path | None:
-    """The corpus directory from `--corpus` (None when it is `none`)."""
+    """The corpus replayed: `--corpus DIR` or $CONFORMANCE_CORPUS, else the shipped one (None when
+    it is `none`)."""
     value = option or os.environ.get("CONFORMANCE_CORPUS") or str(DEFAULT)
     return None if value == OFF else Path(value)
+
+
+def save_directory(option: str | None, cache: Any = None) -> Path | None:
+    """Where new counterexamples are saved: `--corpus DIR` or $CONFORMANCE_CORPUS, else pytest's
+    cache directory (`cache`: the session's `config.cache`), never the shipped corpus inside the
+    installed package; None with `--corpus none` or without a cache."""
+    value = option or os.environ.get("CONFORMANCE_CORPUS")
+    if value:
+        return None if value == OFF else Path(value)
+    if cache is None:
+        return None
+    return Path(cache.mkdir("flink_semantics_corpus"))
 
 
 def case_id(schedule: Schedule) -> str:

@@ -2,7 +2,8 @@
 
 Options:
   --adapter NAME                  the adapter under test: a built-in name (conformance/registry.py)
-                                  or module:factory; default $CONFORMANCE_ADAPTER or "reference"
+                                  or module:factory; default $CONFORMANCE_ADAPTER.  A session that
+                                  collects the suite's tests without one is a usage error.
   --areas A,B                     run only these areas (default: every area)
   --conformance-report PATH       write the per-rule verdicts as JSON (conformance/verdicts.py)
   --expected-failures PATH        a JSON object rule ID -> reason (default: the adapter's own
@@ -15,7 +16,13 @@ Options:
   --conformance-keep-going        an adapter whose run_batch raises or returns something that is not
                                   one trace per schedule fails the property and the run goes on
                                   (default: the run stops at once, exit code 3)
-  --hypothesis-profile NAME       "default" or "thorough" (also $CONFORMANCE_PROFILE)
+  --conformance-profile NAME      "default" or "thorough" (also $CONFORMANCE_PROFILE): the suite's
+                                  hypothesis settings, applied to its own properties only
+  --corpus DIR                    replay the counterexamples in DIR and save new ones there (default:
+                                  replay the shipped corpus, save to pytest's cache directory)
+
+The plugin is inert in a session that runs none of the suite's tests: it registers no hypothesis
+profile, loads none, and writes nothing.
 
 At the end of a run, a table gives every rule of the areas run its verdict (conformance/verdicts.py).
 
@@ -82,17 +89,32 @@ from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import seed as hypothesis_seed
 
 # --------------------------------------------------------------------------
-# Hypothesis profiles
+# The suite's hypothesis settings
 # --------------------------------------------------------------------------
+# They apply to the suite's own properties only (`apply_settings`): no hypothesis profile is
+# registered or loaded, so the settings of every other test in the session stay as they were.
 
 _COMMON: dict[str, Any] = dict(
-    deadline=None, print_blob=True,
+    deadline=None, print_blob=True, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 # Batches average 3 to 5 schedules, so 100 examples give over 200 schedules per property.
-settings.register_profile("default", max_examples=100, derandomize=True, database=None, **_COMMON)
-settings.register_profile("thorough", max_examples=1000, derandomize=False, database=None, **_COMMON)
-PROFILES = ("default", "thorough")
+PROFILES: dict[str, dict[str, Any]] = {
+    "default": dict(max_examples=100, derandomize=True, **_COMMON),
+    "thorough": dict(max_examples=1000, derandomize=False, **_COMMON),
+}
+
+
+def suite_settings(profile: str, examples: int | None, shrink: bool) -> settings:
+    """The settings of the suite's properties: the profile's, sized by the adapter's own budget
+    (`examples`, spec/adapter.py) and without shrinking when it asks for none; built on
+    hypothesis' own defaults, not on whatever profile the session loaded."""
+    hints = dict(PROFILES[profile])
+    if examples is not None:
+        hints["max_examples"] = examples * (10 if profile == "thorough" else 1)
+    if not shrink:
+        hints["phases"] = [p for p in Phase if p not in (Phase.shrink, Phase.explain)]
+    return settings(settings.get_profile("default"), **hints)
 
 UNSUPPORTED = "UNSUPPORTED"
 
@@ -373,7 +395,7 @@ _KEY = pytest.StashKey["_State"]()
 
 
 class _State:
-    def __init__(self, spec: str, deadline: float):
+    def __init__(self, spec: str | None, deadline: float):
         self.spec = spec
         self.deadline = deadline
         self.conformance: Conformance | None = None
@@ -386,13 +408,15 @@ class _State:
         self.seconds = 0.0  # wall time of the properties that ran schedules through the adapter
         self.through_adapter = 0  # schedules they ran
         self.startup = 0.0  # the adapter's prepare()
-        self.corpus: Path | None = None  # where counterexamples are saved (conformance/corpus.py)
+        self.corpus: Path | None = None  # the counterexamples replayed (conformance/corpus.py)
+        self.corpus_option: str | None = None  # --corpus
+        self.settings = suite_settings("default", None, True)  # the suite's properties' hypothesis settings
         self.tally = Tally()  # generator coverage of the whole run (conformance/coverage.py)
         self.deselected_areas: set[str] = set()  # areas some of whose properties were deselected
         self.progress: Progress | None = None  # the progress line (thorough, --conformance-progress)
         self.items_done = 0  # of `properties`
         self.properties: set[str] = set()  # the hypothesis properties of the run (for the progress line)
-        self.profile = "default"  # the hypothesis profile
+        self.profile = "default"  # the suite's profile (PROFILES), "/adapter" when it sizes its budget
         self.run: dict[str, Any] = {}  # the header's facts, for the JSON report
         self.seed = ""  # the run's seed, when the profile is not derandomized (--hypothesis-seed)
 
@@ -446,7 +470,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "Flink semantics conformance suite")
     group.addoption("--adapter", default=None, metavar="NAME",
                     help=f"adapter under test: {', '.join(sorted(BUILTIN))} or module:factory "
-                         "(default: $CONFORMANCE_ADAPTER or reference)")
+                         "(default: $CONFORMANCE_ADAPTER; required to run the suite)")
+    group.addoption("--conformance-profile", default=None, choices=tuple(PROFILES),
+                    help="the suite's hypothesis settings: default (derandomized, 100 examples a "
+                         "property) or thorough (random seeds, 1000); default $CONFORMANCE_PROFILE or "
+                         "default. They apply to the suite's properties only")
     group.addoption("--areas", default=None, metavar="A,B",
                     help=f"run only these areas ({', '.join(areas())}; default: all)")
     group.addoption("--conformance-report", default=None, metavar="PATH",
@@ -456,8 +484,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: the adapter's own `expected_failures`)")
     group.addoption("--corpus", default=None, metavar="DIR",
                     help="the corpus of counterexamples: replayed first, and where new ones are saved "
-                         "with their timelines (default: $CONFORMANCE_CORPUS or the package's "
-                         "conformance/corpus; 'none': neither)")
+                         "with their timelines (default: $CONFORMANCE_CORPUS, else the shipped corpus is "
+                         "replayed and new ones go to pytest's cache directory; 'none': neither)")
     group.addoption("--conformance-progress", action="store_true", default=False,
                     help="print a progress line every 10 s: properties done, schedules validated per "
                          "area, ETA (on by itself with the thorough profile)")
@@ -499,44 +527,42 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "area(name): the area a conformance property belongs to")
     config.addinivalue_line("markers", "corpus: replays saved counterexamples; runs before the properties")
     config.addinivalue_line("markers", "coverage_floor: checks generator coverage; runs after the properties")
-    spec = config.getoption("adapter") or os.environ.get("CONFORMANCE_ADAPTER") or "reference"
+    spec = config.getoption("adapter") or os.environ.get("CONFORMANCE_ADAPTER") or None
     deadline = config.getoption("conformance_deadline") or float(os.environ.get("CONFORMANCE_DEADLINE", 900))
     config.stash[_KEY] = _State(spec, deadline)
     config.pluginmanager.register(config.stash[_KEY], "conformance-state")
-    batch_size, examples = budget_hints(spec)
     state = config.stash[_KEY]
-    state.batch_size = batch_size
     state.areas = selected_areas(config)
     state.strict = strict_mode(config)
     state.report_path = config.getoption("conformance_report")
     state.corpus = corpus.directory(config.getoption("corpus"))
+    state.corpus_option = config.getoption("corpus")
+    profile = config.getoption("conformance_profile") or os.environ.get("CONFORMANCE_PROFILE", "default")
+    if profile not in PROFILES:
+        raise pytest.UsageError(f"conformance profile {profile!r} (--conformance-profile or "
+                                f"$CONFORMANCE_PROFILE): use one of {', '.join(PROFILES)}")
+    state.profile = profile
+    given = config.getoption("hypothesis_seed", None)
+    state.seed = str(given) if given is not None else str(random.getrandbits(32))
+    if spec is not None:
+        configure_adapter(config, state, spec)
+
+
+def configure_adapter(config: pytest.Config, state: _State, spec: str) -> None:
+    """What the adapter's factory declares before it is built: its budget (batch size, examples,
+    shrinking) and its expected failures; the suite's settings from them."""
+    state.batch_size, examples = budget_hints(spec)
     try:
         source = config.getoption("expected_failures") or adapter_attribute(spec, "expected_failures")
         state.expected_failures = V.load_expected_failures(source, load_rules())
     except V.ExpectedFailuresError as e:
         raise pytest.UsageError(f"expected failures: {e}") from None
-    if config.getoption("hypothesis_profile", None) is None:
-        profile = os.environ.get("CONFORMANCE_PROFILE", "default")
-        if profile not in PROFILES:
-            raise pytest.UsageError(f"CONFORMANCE_PROFILE={profile!r}: use one of {', '.join(PROFILES)}")
-        shrink = adapter_attribute(spec, "shrink") is not False
-        if config.getoption("conformance_shrink"):  # the option overrides the adapter's attribute
-            shrink = config.getoption("conformance_shrink") == "yes"
-        if examples is not None or not shrink:  # the adapter sizes its own budget (spec/adapter.py)
-            hints: dict[str, Any] = {}
-            if examples is not None:
-                hints["max_examples"] = examples * (10 if profile == "thorough" else 1)
-            if not shrink:
-                hints["phases"] = [p for p in Phase if p not in (Phase.shrink, Phase.explain)]
-            base = settings.get_profile(profile)
-            settings.register_profile(f"{profile}/{spec}", parent=base, **hints)
-            profile = f"{profile}/{spec}"
-        settings.load_profile(profile)
-        state.profile = profile
-    else:
-        state.profile = str(config.getoption("hypothesis_profile"))
-    given = config.getoption("hypothesis_seed", None)
-    state.seed = str(given) if given is not None else str(random.getrandbits(32))
+    shrink = adapter_attribute(spec, "shrink") is not False
+    if config.getoption("conformance_shrink"):  # the option overrides the adapter's attribute
+        shrink = config.getoption("conformance_shrink") == "yes"
+    state.settings = suite_settings(state.profile, examples, shrink)
+    if examples is not None or not shrink:  # the adapter sizes its own budget (spec/adapter.py)
+        state.profile = f"{state.profile}/{spec}"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -588,8 +614,25 @@ def selected_areas(config: pytest.Config) -> list[str]:
     return chosen
 
 
+SUITE = Path(__file__).resolve().parent  # the suite's own tests (conformance/test_*.py)
+
+
+def is_suite_item(item: pytest.Item) -> bool:
+    """A test of the suite itself (not one of the session's other tests)."""
+    return bool(item_areas(item)) or Path(str(item.path)).resolve().parent == SUITE
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--areas: deselect the conformance tests of the other areas; the corpus replays first."""
+    """--areas: deselect the conformance tests of the other areas; the corpus replays first; the
+    suite's settings on its own properties.  Collecting the suite without an adapter is a usage error."""
+    state = config.stash[_KEY]
+    if state.spec is None and any("conformance" in getattr(i, "fixturenames", ()) for i in items):
+        raise pytest.UsageError(
+            f"the conformance suite needs an adapter: --adapter NAME with a built-in one "
+            f"({', '.join(sorted(BUILTIN))}) or module:factory (or $CONFORMANCE_ADAPTER)")
+    for item in items:
+        if is_property(item) and is_suite_item(item):
+            apply_settings(item, state)
     chosen = set(selected_areas(config))
     keep = [i for i in items if set(item_areas(i)) <= chosen]
     dropped = [i for i in items if i not in keep]
@@ -599,6 +642,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep.sort(key=lambda i: (i.get_closest_marker("corpus") is None) + (i.get_closest_marker("coverage_floor")
                                                                          is not None))
     items[:] = keep
+
+
+def apply_settings(item: pytest.Item, state: _State) -> None:
+    """The suite's hypothesis settings for one of its properties (read by hypothesis when the test
+    runs), instead of a profile loaded for the whole session."""
+    test = getattr(item, "obj", None)
+    if test is not None:
+        test._hypothesis_internal_use_settings = state.settings  # type: ignore[attr-defined]
 
 
 def is_property(item: pytest.Item) -> bool:
@@ -625,7 +676,7 @@ def run_facts(state: _State, adapter: Adapter) -> dict[str, Any]:
     version and completion order, the hypothesis profile and seed, the capabilities of the areas run."""
     caps = dict(adapter.capabilities())
     known = dict.fromkeys(c for area in state.areas for c in (area, *areas()[area].all_capabilities()))
-    derandomized = settings.default is not None and settings.default.derandomize
+    derandomized = state.settings.derandomize
     return {"adapter_version": getattr(adapter, "version", None),
             "completion_order": adapter.completion_order, "profile": state.profile,
             "seed": None if derandomized else state.seed,
@@ -657,6 +708,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Load the adapter when a collected test uses it; a load failure ends the run with one line."""
     state = session.config.stash[_KEY]
     if not any("conformance" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    if state.spec is None:  # pytest_collection_modifyitems refused a run of the suite without one
         return
     try:
         adapter = load_adapter(state.spec)
@@ -711,7 +764,7 @@ def start_progress(session: pytest.Session, state: _State) -> None:
     state.progress = Progress(total, f"conformance ({state.spec})", write=write)
 
     def on_example() -> None:
-        budget = settings.default.max_examples if settings.default is not None else 100
+        budget = state.settings.max_examples
         share = min(conformance.examples / max(budget, 1), 0.99)
         validated = ", ".join(f"{a} {n}" for a, n in sorted(conformance.validated.items()))
         assert state.progress is not None
@@ -765,8 +818,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     conformance = state.conformance
     if conformance is None or "conformance" not in getattr(item, "fixturenames", ()):
         return (yield)
-    current = settings.default
-    if current is not None and not current.derandomize and hasattr(item, "obj"):
+    if not state.settings.derandomize and hasattr(item, "obj"):
         # The replay must draw what this run draws; the run's seed (in the header) gives every
         # property its own, so --hypothesis-seed with it draws the same schedules again.
         hypothesis_seed(zlib.crc32(f"{state.seed}:{item.nodeid}".encode()))(item.obj)
@@ -827,12 +879,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def save_counterexample(state: _State, item: pytest.Item, failure: ConformanceFailure) -> list[str]:
     """Save a divergence's counterexample in the corpus and draw its timeline next to it; the lines
     that say where (for the report)."""
-    if failure.schedule is None or failure.expected is None or state.corpus is None:
+    if failure.schedule is None or failure.expected is None:
         return []
+    # Never inside the installed package: --corpus DIR, else pytest's cache (None when it is disabled).
+    save_to = corpus.save_directory(state.corpus_option, getattr(item.config, "cache", None))
+    if save_to is None:
+        return ["counterexample not saved: no corpus to save it in (--corpus none, or pytest's cache "
+                "disabled; --corpus DIR saves it in DIR)"]
     case = corpus.Case(failure.schedule, failure.expected, failure.observed, state.spec,
                        item.nodeid.split("::")[-1].split("[")[0], tuple(failure.rules), failure.step)
     try:
-        path, new = corpus.save(state.corpus, case)
+        path, new = corpus.save(save_to, case)
     except OSError as e:
         return [f"counterexample not saved: {e}"]
     lines = [f"counterexample {'saved to' if new else 'already in the corpus:'} {path}"]

@@ -272,7 +272,7 @@ def pytest_command(entry: Entry, report: Path, corpus: Path, shrink: bool, targe
                # measured, and nothing saved into the package's corpus.
                "--corpus", str(corpus)]
     if profile:
-        command += ["--hypothesis-profile", profile]
+        command += ["--conformance-profile", profile]
     return command
 
 

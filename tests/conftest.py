@@ -1,11 +1,19 @@
 """Make the repository root importable, so that tests can name `tests.wrong_adapters` and friends;
-the Spark session the Spark tests share; and the longest test first."""
+the hypothesis profile of these tests; the Spark session the Spark tests share; and the longest
+test first."""
 
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# The project's own tests: the same examples every run, no deadline (no test fails because the
+# machine is slow), no example database.  A profile of this test suite's, loaded here: the
+# conformance plugin itself registers and loads none (it changes nothing in other sessions).
+settings.register_profile("flink-semantics-tests", derandomize=True, deadline=None, database=None)
+settings.load_profile("flink-semantics-tests")
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 if ROOT not in sys.path:

@@ -23,6 +23,8 @@ from flink_semantics.reference import expected_trace
 from flink_semantics.spec.area import DEFAULT_TIMELINE, Mark, areas, get_area, register, unregister
 from flink_semantics.spec.schedule import Schedule, Trace, schedule_from_dict
 
+from tests.hang import HANG_GUARD_S
+
 REPO = Path(__file__).resolve().parent.parent
 WRONG = "tests.wrong_adapters:CapacityOffByOne"  # admits one element more than the capacity
 # Capacity 2: the watermark and the third record wait for room; the wrong adapter lets the third
@@ -299,6 +301,6 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_cli_error_in_a_fresh_process_has_no_traceback(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "conformance", "draw", str(tmp_path / "missing.json")],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+                          cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -38,6 +38,7 @@ from flink_semantics.spec.schedule import Trace
 
 from tests.async_io_cases import CASES as SHARED_CASES
 from tests.async_io_cases import assert_trace, parse_schedule, render_event
+from tests.hang import HANG_GUARD_S
 
 # --------------------------------------------------------------------------
 # Hand-derived cases: those of tests/async_io_cases.py (the reference is checked on them too), and these
@@ -445,6 +446,7 @@ def test_missing_java_is_a_one_line_adapter_error() -> None:
     )
     env = {"JAVA_HOME": "/nonexistent-java", "PATH": "/usr/bin:/bin",
            "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=HANG_GUARD_S)
     message = out.stdout.strip()
     assert message.startswith("'pyspark adapter: Java not found") and "\\n" not in message, out

@@ -28,6 +28,7 @@ from test_pyspark_async_io import CASES, REJECTED, TASK_FAILURES
 
 from tests.async_io_cases import assert_trace
 from tests.async_io_cases import parse_schedule as schedule
+from tests.hang import HANG_GUARD_S
 
 pytestmark = pytest.mark.spark
 
@@ -75,13 +76,13 @@ def connect_url() -> Iterator[str]:
              "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"]
     stop = [os.path.join(spark_home, "sbin", "stop-connect-server.sh")]
     try:
-        subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
-        if not _wait_for_port(port, 180):
+        subprocess.run(start, env=env, check=True, capture_output=True, timeout=HANG_GUARD_S)
+        if not _wait_for_port(port, HANG_GUARD_S):
             logs = "\n".join(p.read_text()[-2000:] for p in Path(work).glob("*.out"))
             pytest.fail(f"the Spark Connect server did not open port {port}:\n{logs}")
         yield f"sc://127.0.0.1:{port}"
     finally:
-        subprocess.run(stop, env=env, capture_output=True, timeout=120)
+        subprocess.run(stop, env=env, capture_output=True, timeout=HANG_GUARD_S)
         shutil.rmtree(work, ignore_errors=True)
 
 

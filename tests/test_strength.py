@@ -15,6 +15,8 @@ import pytest
 from flink_semantics.conformance import strength as S
 from flink_semantics.conformance.strength import Entry, Mutant
 
+from tests.hang import HANG_GUARD_S
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -231,7 +233,7 @@ def test_a_real_run_catches_one_mutant_and_reports_the_one_that_escapes(tmp_path
     before = corpus()
     proc = subprocess.run([sys.executable, "-m", "conformance", "strength", "tests.strength_mutants",
                            "--no-shrink", "--json", str(out_json)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
     assert "mini_batch SizeCountsKeys: caught by test_processing_time_bundles after " in out, out

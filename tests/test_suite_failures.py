@@ -15,6 +15,7 @@ from flink_semantics.conformance.plugin import Conformance
 from flink_semantics.spec.area import areas
 from flink_semantics.spec.schedule import parse_schedule
 
+from tests.hang import HANG_GUARD_S
 from tests.wrong_adapters import MUTANTS, NotTraces, WrongCount
 
 pytest_plugins = ["pytester"]
@@ -35,7 +36,7 @@ def suite_runner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, sui
     monkeypatch.setenv("CONFORMANCE_CORPUS", str(pytester.path / "corpus"))
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(suite, "-p", "no:cacheprovider", *args, timeout=300)
+        return pytester.runpytest_subprocess(suite, "-p", "no:cacheprovider", *args, timeout=HANG_GUARD_S)
 
     return run
 
@@ -67,7 +68,8 @@ def test_capacity_off_by_one_is_reported_with_rule_schedule_and_reproducer(run_s
     assert command.startswith("python -m flink_semantics.conformance check "
                               "--adapter tests.wrong_adapters:CapacityOffByOne --json ")
     args = shlex.split(command)
-    proc = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True,
+                          timeout=HANG_GUARD_S)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "does not conform" in proc.stdout
 
@@ -186,7 +188,7 @@ def test_keep_going_fails_the_properties_with_the_traceback(run_suite) -> None: 
 
 
 def test_schedule_counts_are_summarised(run_suite) -> None:  # type: ignore[no-untyped-def]
-    result = run_suite("-k", "test_ordered_mode or malformed")
+    result = run_suite("--adapter", "reference", "-k", "test_ordered_mode or malformed")
     out = result.stdout.str()
     assert result.ret == 0, out
     counts = re.findall(r"test_ordered_mode \[AIO-12\]: (\d+) schedules", out)
@@ -260,7 +262,7 @@ def test_unknown_rule_id_in_a_marker_is_a_collection_error(pytester: pytest.Pyte
         def test_p():
             pass
     """)
-    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", timeout=120)
+    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", timeout=HANG_GUARD_S)
     out = result.stdout.str()
     assert result.ret == 2, out  # interrupted by a collection error
     assert "unknown rule ID(s) AIO-999" in out and "ERROR collecting" in out
@@ -281,7 +283,7 @@ def test_unknown_capability_in_needs_is_a_collection_error(pytester: pytest.Pyte
         def test_p():
             pass
     """)
-    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", timeout=120)
+    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", timeout=HANG_GUARD_S)
     out = result.stdout.str()
     assert result.ret == 2, out  # interrupted by a collection error
     assert f"test_p: `needs` names unknown capabilities {unknown} (an area's CAPABILITIES" in out, out
@@ -341,16 +343,16 @@ def test_stale_expected_failure_is_reported_and_fails_only_with_strict(run_suite
 def test_expected_failures_file_naming_an_unknown_rule_is_a_usage_error(run_suite, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "xfail.json"
     bad.write_text('{"AIO-999": "no such rule"}')
-    result = run_suite("--expected-failures", str(bad))
+    result = run_suite("--adapter", "reference", "--expected-failures", str(bad))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "'AIO-999' is not a rule of spec/" in result.stderr.str()
 
 
 def test_areas_option_selects_and_refuses_unknown_areas(run_suite) -> None:  # type: ignore[no-untyped-def]
-    result = run_suite("--areas", "no_such_area")
+    result = run_suite("--adapter", "reference", "--areas", "no_such_area")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--areas: unknown area(s) no_such_area; known: async_io" in result.stderr.str()
-    assert run_suite("--areas", "async_io", "-k", "test_ordered_mode").ret == 0
+    assert run_suite("--adapter", "reference", "--areas", "async_io", "-k", "test_ordered_mode").ret == 0
 
 
 def test_capabilities_not_declared_are_unsupported(run_suite) -> None:  # type: ignore[no-untyped-def]
