@@ -1,7 +1,7 @@
 """Mini-batch aggregation as the engine runs it (spec/mini-batch.md), standard library only.
 
 One group aggregation, `SELECT k, COUNT(*), SUM(v), MIN(v), MAX(v) ... GROUP BY k`, over a changelog
-of integer keys and values, at parallelism 1:
+of BIGINT keys and values (any long is a key), at parallelism 1:
 
     source -> mini-batch assigner -> [local aggregation] -> exchange (valve) -> aggregation -> sink
 
@@ -32,7 +32,7 @@ Row = tuple[str, int]  # an input row of a key: its kind and its value
 
 
 # --------------------------------------------------------------------------
-# Java long arithmetic (the row-time assigner, MB-6)
+# Java long arithmetic (the row-time assigner, MB-6; SUM, MB-30)
 # --------------------------------------------------------------------------
 
 
@@ -68,13 +68,13 @@ class Acc:
         """Accumulate (+I, +U) or retract (-U, -D) one row's value (glossary)."""
         n = -1 if kind in RETRACTIONS else 1
         self.count += n
-        self.sum += n * value
+        self.sum = java_long(self.sum + n * value)  # MB-30: SUM over BIGINT wraps around, as in Java
         self._add(value, n)
 
     def merge(self, other: Acc) -> None:
-        """Add another accumulator's rows (MB-26)."""
+        """Add another accumulator's rows (MB-26); the sums wrap around (MB-30)."""
         self.count += other.count
-        self.sum += other.sum
+        self.sum = java_long(self.sum + other.sum)
         for v, n in other.values.items():
             self._add(v, n)
 

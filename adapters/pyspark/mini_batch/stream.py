@@ -6,7 +6,7 @@ a copy of a checkpoint's directory.
 The mapping (one query per incarnation of the job, MB-29):
 
     source -> stage 1: groupBy(incarnation).transformWithStateInPandas -> shuffle by key
-           -> stage 2: groupBy(key).transformWithStateInPandas -> foreachBatch
+           -> stage 2: groupBy(marker, key).transformWithStateInPandas -> foreachBatch
 
 * **The source** is a Python streaming data source (`flink_mini_batch_script`) reading a script
   file the driver writes: a list of micro-batches of in-band rows `(incarnation, seq, step, type,
@@ -27,17 +27,21 @@ The mapping (one query per incarnation of the job, MB-29):
   order, each key's inputs in arrival order (one-phase: the rows; two-phase: the local
   accumulators, i.e. the partial aggregation before the shuffle, MB-25), tagged with the step that
   finished it and its place `n` among that step's emissions.  Forwarded watermarks and statuses are
-  emitted the same way, under the key -1.  Its state (ValueState `job`, JSON: the clock and the
-  pending timer, the assigner's watermarks, both bundles with their counts, the valve, the outputs'
-  idle flags) persists across micro-batches in RocksDB; a new incarnation is a new grouping key with
-  no state, so the assigner, the bundles and the valve start afresh after a restore (MB-29) while
-  Spark restores the old key's state with the rest of the checkpoint (never read again).
-* **Stage 2, the aggregation**, is `groupBy("key").transformWithStateInPandas` after the shuffle:
-  ValueState `acc` (count, sum, the multiset of values as JSON: MB-30) per key.  For each finished
+  emitted the same way, flagged `marker` (a lane of their own: any long is a key).  Its state
+  (ValueState `job`, JSON: the clock and the pending timer, the assigner's watermarks, both bundles
+  with their counts, the valve, the outputs' idle flags) persists across micro-batches in RocksDB;
+  a new incarnation is a new grouping key with no state, so the assigner, the bundles and the valve
+  start afresh after a restore (MB-29) while Spark restores the old key's state with the rest of the
+  checkpoint (never read again).
+* **Stage 2, the aggregation**, is `groupBy("marker", "key").transformWithStateInPandas` after the
+  shuffle: ValueState `acc` (count, sum, the multiset of values as JSON: MB-30) per key.  The sums
+  are the engine's `Acc`'s, Java longs that wrap around as Flink's SUM over BIGINT does (MB-30), so
+  they fit the `long` state and output columns; no Spark SQL `sum` is involved (with ANSI mode, on
+  by default in Spark 4, it raises on overflow instead).  For each finished
   bundle, in `(step, n)` order, it applies `finish_key` (one-phase, MB-17..MB-24; mini-batch off is
   a bundle of one row, MB-1, MB-24) or `merge_key` (the global aggregation's final merge after the
-  shuffle, MB-26) and emits the key's changelog rows tagged `(step, n)`.  The key -1 passes the
-  markers through.  Both stages have `partitions` state partitions (`spark.sql.shuffle.partitions`
+  shuffle, MB-26) and emits the key's changelog rows tagged `(step, n)`.  The marker lane passes
+  the markers through.  Both stages have `partitions` state partitions (`spark.sql.shuffle.partitions`
   for the query; 1 by default, the spec's parallelism): the keys' accumulators are independent, so
   any number gives the same trace.  With `ttl` (idle state retention) the accumulator state has
   Spark's state TTL (one day: no state expires during a schedule, C5), which needs the
@@ -132,7 +136,7 @@ except ImportError:  # pyspark missing: the module still imports (the adapter re
 
 FORMAT = "flink_mini_batch_script"
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-MARKERS = -1  # stage 2's grouping key of the forwarded watermarks and statuses
+MARKERS = None  # stage 2's lane of the forwarded watermarks and statuses (`marker`), apart from every key
 RETENTION_MS = 24 * 3600 * 1000  # `ttl`: Spark's state TTL, longer than any schedule (C5)
 
 # No nulls in the in-band columns: a long column with nulls reaches pandas as float64, which cannot
@@ -140,7 +144,7 @@ RETENTION_MS = 24 * 3600 * 1000  # `ttl`: Spark's state TTL, longer than any sch
 SOURCE_SCHEMA = ("incarnation long, seq long, step long, type string, key long, change string, "
                  "value long, ts long, idle boolean, ms long")
 BUNDLE_SCHEMA = ("step long, n long, kpos long, pos long, type string, key long, change string, "
-                 "value long, acc string, ts long, idle boolean")
+                 "value long, acc string, ts long, idle boolean, marker boolean")
 OUTPUT_SCHEMA = ("step long, n long, kpos long, sub long, type string, key long, change string, "
                  "count long, sum long, min long, max long, ts long, idle boolean")
 JOB_STATE = "job string"
@@ -191,10 +195,16 @@ def in_band(incarnation: int, seq: int, step: int, type_: str, key: int = 0, cha
     return (incarnation, seq, step, type_, key, change, value, ts, idle, ms)
 
 
-def _bundle_row(step: int, n: int, type_: str, kpos: int = 0, pos: int = 0, key: int = MARKERS,
+def _bundle_row(step: int, n: int, type_: str, kpos: int = 0, pos: int = 0, key: int = 0,
                 change: str = "", value: int = 0, acc: str = "", ts: int = 0,
                 idle: bool = False) -> tuple[Any, ...]:
-    return (step, n, kpos, pos, type_, key, change, value, acc, ts, idle)
+    marker = type_ in ("watermark", "status")
+    return (step, n, kpos, pos, type_, key, change, value, acc, ts, idle, marker)
+
+
+def _lane(row: tuple[Any, ...]) -> int | None:
+    """Stage 2's grouping of a stage 1 row: its key, or MARKERS for a watermark or a status."""
+    return MARKERS if row[11] else row[5]
 
 
 # --------------------------------------------------------------------------
@@ -337,21 +347,21 @@ def stage_one(settings: Settings, saved: str | None,
 # --------------------------------------------------------------------------
 
 
-def stage_two(settings: Settings, key: int, state: Acc | None,
+def stage_two(settings: Settings, key: int | None, state: Acc | None,
               rows: Iterable[tuple[Any, ...]]) -> tuple[Acc | None, list[tuple[Any, ...]]]:
     """Stage 2 on one micro-batch of one key's rows (BUNDLE_SCHEMA): the key's accumulator before
     (None: no state) -> after, and its changelog rows (OUTPUT_SCHEMA), bundle by bundle in
-    `(step, n)` order.  The key MARKERS passes the forwarded watermarks and statuses through."""
+    `(step, n)` order.  The lane MARKERS passes the forwarded watermarks and statuses through."""
     ordered = sorted(rows, key=lambda r: (r[0], r[1], r[3]))
     out: list[tuple[Any, ...]] = []
-    if key == MARKERS:
-        for step, n, _, _, type_, _, _, _, _, ts, idle in ordered:
-            out.append((step, n, 0, 0, type_, MARKERS, "", 0, 0, 0, 0, ts, idle))
+    if key is MARKERS:
+        for step, n, _, _, type_, _, _, _, _, ts, idle, _ in ordered:
+            out.append((step, n, 0, 0, type_, 0, "", 0, 0, 0, 0, ts, idle))
         return state, out
     mode = ChangelogMode(settings.update_before, settings.ttl)
     per_key = merge_key if settings.enabled and settings.two_phase else finish_key  # MB-26 / MB-17, MB-24
     bundles: dict[tuple[int, int], tuple[int, list[Any]]] = {}
-    for step, n, kpos, _, type_, _, change, value, acc, _, _ in ordered:
+    for step, n, kpos, _, type_, _, change, value, acc, _, _, _ in ordered:
         item = Acc.from_json(json.loads(acc)) if type_ == "acc" else (change, value)
         bundles.setdefault((step, n), (kpos, []))[1].append(item)
     for (step, n), (kpos, items) in bundles.items():
@@ -402,10 +412,10 @@ class AggregationProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         self.acc = handle.getValueState("acc", struct(ACC_STATE), ttl)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-        k = int(key[0])
+        k = MARKERS if bool(key[0]) else int(key[1])  # the grouping key (marker, key)
         before = _acc(self.acc.get()) if self.acc.exists() else None
         after, out = stage_two(self.settings, k, before, _tuples(rows, BUNDLE_SCHEMA))
-        if k != MARKERS:
+        if k is not MARKERS:
             if after is None:
                 if before is not None:
                     self.acc.clear()  # MB-23
@@ -657,7 +667,7 @@ class StreamRun:
         bundles = src.groupBy("incarnation").transformWithStateInPandas(
             BundleProcessor(self.settings), struct(BUNDLE_SCHEMA), "Append", "None")
         time_mode = "ProcessingTime" if self.settings.ttl else "None"  # Spark's TTL needs it
-        out = bundles.groupBy("key").transformWithStateInPandas(
+        out = bundles.groupBy("marker", "key").transformWithStateInPandas(
             AggregationProcessor(self.settings), struct(OUTPUT_SCHEMA), "Append", time_mode)
         sink = functools.partial(write_batch, str(self.output), inc.start)
         with query_conf(self.spark, {"spark.sql.shuffle.partitions": str(self.partitions),
@@ -717,15 +727,15 @@ def run_in_process(schedule: Schedule, steps_per_batch: int | None = None) -> li
     for inc in plan(schedule, steps_per_batch):
         jobs, accs = ({}, {}) if inc.checkpoint is None else _copied(*retained[inc.checkpoint])
         for batch, completes in zip(inc.batches, inc.completes):
-            by_key: dict[int, list[tuple[Any, ...]]] = {}
+            by_key: dict[int | None, list[tuple[Any, ...]]] = {}
             for incarnation in sorted({r[0] for r in batch}):
                 jobs[incarnation], mid = stage_one(settings, jobs.get(incarnation),
                                                    [r for r in batch if r[0] == incarnation])
                 for m in mid:
-                    by_key.setdefault(m[5], []).append(m)
+                    by_key.setdefault(_lane(m), []).append(m)
             for key, key_rows in by_key.items():
                 after, out = stage_two(settings, key, accs.get(key), key_rows)
-                if key != MARKERS:
+                if key is not MARKERS:
                     if after is None:
                         accs.pop(key, None)
                     else:
