@@ -30,16 +30,18 @@ pytestmark = pytest.mark.area("sources")
 # The features each property draws with (tests/make_sources_corpus.py draws its corpus with them too).
 FEATURES = {
     "test_assignment_and_reading": Features(max_steps=20),
-    "test_checkpoints": Features(checkpoints=True, max_steps=24),
-    "test_reader_failover": Features(checkpoints=True, silent=True, reader_failures=True, max_steps=24),
-    "test_global_failover": Features(checkpoints=True, silent=True, global_failures=True, max_steps=24),
+    "test_checkpoints": Features(checkpoints=True, silent=True, late=True, max_steps=24),
+    "test_reader_failover": Features(checkpoints=True, silent=True, late=True, reader_failures=True,
+                                     max_steps=24),
+    "test_global_failover": Features(checkpoints=True, silent=True, late=True, global_failures=True,
+                                     max_steps=24),
     "test_rescale": Features(checkpoints=True, rescale=True, max_splits=6, max_records=5, polls=1,
                              max_steps=30),
     "test_unbounded_sources": Features(unbounded=True, checkpoints=True, reader_failures=True,
                                        global_failures=True, max_steps=24),
     "test_region_failover": Features(graph=True, checkpoints=True, max_steps=20),
-    "test_exactly_once": Features(checkpoints=True, silent=True, reader_failures=True, global_failures=True,
-                                  rescale=True, always_end=True, max_steps=30),
+    "test_exactly_once": Features(checkpoints=True, silent=True, late=True, reader_failures=True,
+                                  global_failures=True, rescale=True, always_end=True, max_steps=30),
 }
 
 
@@ -60,7 +62,9 @@ def test_assignment_and_reading(conformance: Conformance, data: st.DataObject) -
 @pytest.mark.needs("sources.checkpoint", "scripted")
 @given(data=st.data())
 def test_checkpoints(conformance: Conformance, data: st.DataObject) -> None:
-    """The tracker's buckets, the enumerator's and readers' snapshots, the valve, completion and abort."""
+    """The tracker's buckets, the enumerator's and readers' snapshots, the valve, completion (with and
+    without notification, and notifications arriving late: after later checkpoints were taken or
+    completed, SRC-17) and abort."""
     check(conformance, data, FEATURES["test_checkpoints"])
 
 
@@ -70,7 +74,8 @@ def test_checkpoints(conformance: Conformance, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_reader_failover(conformance: Conformance, data: st.DataObject) -> None:
     """A failed reader is reset to the restore point: the splits assigned after it go back, in order,
-    and its sink drops what it had not committed; the tracker's buckets show in what comes back."""
+    and its sink drops what it had not committed; the tracker's buckets show in what comes back,
+    also after a late notification (SRC-17: the buckets of later checkpoints stay)."""
     check(conformance, data, FEATURES["test_reader_failover"])
 
 

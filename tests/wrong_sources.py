@@ -9,7 +9,7 @@ to the reference unchanged.
 from __future__ import annotations
 
 from flink_semantics.conformance.strength import Mutant
-from flink_semantics.reference.sources import Model
+from flink_semantics.reference.sources import COMPLETED, Model
 from flink_semantics.spec.areas.sources import RegisterStep
 
 from tests.wrong_area import WrongArea
@@ -178,9 +178,39 @@ class KeepsUncommittedOutput(WrongSources):
     model = _UncommittedOnFailure
 
 
-__all__ = ["EndsBeforeNoMoreSplits", "ForgetsBucketOnAbort", "KeepsUncommittedOutput", "NoValve",
-           "RestartsEverything", "RestoresRegistry", "ReturnedOnlyOnAddReader",
-           "ReturnsRestoredSplits", "RoundRobinRescale"]
+class _DropsLateNotification(Model):
+    def complete(self, s):  # type: ignore[no-untyped-def]
+        cp = self.checkpoints.get(s.id)
+        if cp is not None and cp.state == COMPLETED:
+            return  # "not pending any more": neither the tracker nor the sinks hear of it
+        super().complete(s)
+
+
+class DropsLateNotification(WrongSources):
+    """A notification of a checkpoint that completed earlier without notification is dropped, as if
+    completion and notification were one event: the sinks do not commit what they staged before its
+    barrier (breaks SRC-17)."""
+
+    model = _DropsLateNotification
+
+
+class _PrunesUpToLatestCheckpoint(Model):
+    def notify_complete(self, n):  # type: ignore[no-untyped-def]
+        super().notify_complete(n)
+        latest = max(self.checkpoints)  # as if the notification were for the latest checkpoint taken
+        self.tracker = {k: v for k, v in self.tracker.items() if k > latest}
+
+
+class PrunesUpToLatestCheckpoint(WrongSources):
+    """The tracker takes a notification for the latest checkpoint taken: a late one drops the buckets
+    of later checkpoints too, whose splits a reader failure then does not give back (breaks SRC-17)."""
+
+    model = _PrunesUpToLatestCheckpoint
+
+
+__all__ = ["DropsLateNotification", "EndsBeforeNoMoreSplits", "ForgetsBucketOnAbort",
+           "KeepsUncommittedOutput", "NoValve", "PrunesUpToLatestCheckpoint", "RestartsEverything",
+           "RestoresRegistry", "ReturnedOnlyOnAddReader", "ReturnsRestoredSplits", "RoundRobinRescale"]
 
 
 # The registry (`strength`, tests/test_wrong_sources.py): the property that must
@@ -195,4 +225,6 @@ MUTANTS = [
     Mutant("RoundRobinRescale", "test_rescale", "SRC-31"),
     Mutant("RestartsEverything", "test_region_failover", "SRC-36"),
     Mutant("KeepsUncommittedOutput", "test_reader_failover", "SRC-38"),
+    Mutant("DropsLateNotification", "test_checkpoints", "SRC-17"),
+    Mutant("PrunesUpToLatestCheckpoint", "test_reader_failover", "SRC-17"),
 ]

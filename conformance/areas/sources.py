@@ -28,7 +28,7 @@ from typing import Any
 import networkx as nx
 from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
 from flink_semantics.conformance.strategies import Malformed, batches
-from flink_semantics.reference.sources import ABORTED, BARRIER, TAKEN, Model, tasks_to_restart
+from flink_semantics.reference.sources import ABORTED, BARRIER, COMPLETED, TAKEN, Model, tasks_to_restart
 from flink_semantics.spec.adapter import unsupported
 from flink_semantics.spec.areas.sources import (
     AbortStep,
@@ -164,6 +164,7 @@ REASSIGNED = "a split returned by a failover assigned again before end"
 REGION_PENDING = "region failover of several tasks while a checkpoint is pending"
 SILENT_CONFIRMED = "a failover committing a checkpoint completed without notification"
 RESCALED_STATE = "a rescale redistributing the readers' unfinished splits"
+LATE_NOTIFIED = "a late notification committing records after a later checkpoint was taken"
 
 # State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
 # with `pytest conformance/test_sources.py conformance/test_coverage.py --adapter reference
@@ -174,6 +175,7 @@ COVERAGE = {
     REGION_PENDING: 0.015,  # (3.1%) test_region_failover: failures weigh more while one is pending
     SILENT_CONFIRMED: 0.02,  # (4.4%) test_*_failover, test_exactly_once: `completed_checkpoint`
     RESCALED_STATE: 0.011,  # (2.3%) test_rescale, test_exactly_once
+    LATE_NOTIFIED: 0.01,  # (2.1%) test_checkpoints, test_*_failover, test_exactly_once: `late`
 }
 
 _FAILOVERS = (FailStep, FailEnumeratorStep, RescaleStep, AssignStep)
@@ -182,11 +184,13 @@ _FAILOVERS = (FailStep, FailEnumeratorStep, RescaleStep, AssignStep)
 def coverage(schedule: Schedule) -> list[str]:
     """The rare states of sources and failover a schedule reaches, from one run of the reference
     model (its coordinator's state read between steps); none for a malformed schedule.  Without a
-    reader failure or a rescale, only a failover after a completion without notification can reach
-    one; other schedules are not run."""
+    reader failure or a rescale, only a failover after a completion without notification, or that
+    completion's late notification, can reach one; other schedules are not run."""
     steps = schedule.steps
-    silent = any(isinstance(s, CompleteStep) and not s.notify for s in steps)
-    if not any(isinstance(s, (FailStep, RescaleStep)) or silent and isinstance(s, _FAILOVERS) for s in steps):
+    silent = {s.id for s in steps if isinstance(s, CompleteStep) and not s.notify}
+    late = any(isinstance(s, CompleteStep) and s.notify and s.id in silent for s in steps)
+    if not late and not any(isinstance(s, (FailStep, RescaleStep)) or silent and isinstance(s, _FAILOVERS)
+                            for s in steps):
         return []
     validate_schedule(schedule)  # ScheduleError: none (conformance/coverage.py)
     return _states(schedule)
@@ -208,6 +212,8 @@ def _states(schedule: Schedule) -> list[str]:
             pending = any(cp.state in (TAKEN, BARRIER) for cp in model.checkpoints.values())
             if config.has_graph and len(restart) > 1 and pending:
                 found.add(REGION_PENDING)  # SRC-20, SRC-36, SRC-37
+        cp = model.checkpoints.get(s.id) if isinstance(s, CompleteStep) else None
+        late = cp is not None and cp.state == COMPLETED and any(cid > s.id for cid in model.checkpoints)
         if isinstance(s, RescaleStep) and model.last_completed is not None:
             cp = model.checkpoints[model.last_completed]
             if cp.parallelism != s.readers and any(cp.readers.values()):
@@ -219,6 +225,8 @@ def _states(schedule: Schedule) -> list[str]:
                 found.add(REASSIGNED)  # SRC-24
             elif e.event == "committed" and isinstance(s, _FAILOVERS) and e.records:
                 found.add(SILENT_CONFIRMED)  # SRC-29
+            elif e.event == "committed" and late and e.records:
+                found.add(LATE_NOTIFIED)  # SRC-17
     return sorted(found)
 
 
@@ -236,6 +244,7 @@ class Features:
     max_records: int = 3
     checkpoints: bool = False
     silent: bool = False  # completions without notification (SRC-22, SRC-29)
+    late: bool = False  # their notifications, late (SRC-17): with `silent`
     reader_failures: bool = False
     global_failures: bool = False  # fail_enumerator, and pushes to unregistered readers (SRC-4)
     rescale: bool = False
@@ -251,6 +260,7 @@ class Features:
         ok = lambda cap: unsupported(capabilities, f"sources.{cap}") is None  # noqa: E731
         return replace(self, checkpoints=self.checkpoints and ok("checkpoint"),
                        silent=self.silent and ok("checkpoint"),
+                       late=self.late and ok("checkpoint"),
                        reader_failures=self.reader_failures and ok("reader_failover"),
                        global_failures=self.global_failures and ok("global_failover"),
                        rescale=self.rescale and ok("rescale") and ok("global_failover"),
@@ -326,11 +336,14 @@ class _Drawing:
                 if (f.silent or f.rescale) and any(m.readers[r].splits for r in registered):
                     out.append((4, lambda n: self.completed_checkpoint(next_id, n)))
             last = m.last_completed if m.last_completed is not None else -1
+            notified = m.last_notified if m.last_notified is not None else -1
             for cid, cp in m.checkpoints.items():
                 if cp.state == BARRIER and cid > last:
                     out.append((10, lambda n, c=cid: CompleteStep(c, notify=not (f.silent and n % 3 == 0))))
                 if cp.state in (TAKEN, BARRIER):
                     out.append((3, AbortStep(cid)))
+                if f.late and cp.state == COMPLETED and cid > notified:
+                    out.append((4, CompleteStep(cid)))  # SRC-17: its notification, late
         # Failures three times as often while a checkpoint is pending (SRC-20: it is aborted) or
         # while the sinks hold records of a checkpoint completed without notification (SRC-29).
         pending = m.valve is not None or any(cp.state == BARRIER for cp in m.checkpoints.values())
@@ -427,7 +440,7 @@ def malformed_schedules(draw: Any) -> Malformed:
     readers = base.config.readers
     kind = draw(st.sampled_from(("negative split", "unknown reader", "unregistered request",
                                  "bounded discovery", "cycle", "end in the middle", "rescaled graph",
-                                 "complete never taken",
+                                 "complete never taken", "repeated notification", "notification out of order",
                                  "duplicate checkpoint", "unknown op")))
     if kind == "negative split":
         return Malformed(_with(base, {"splits": [*base.config.splits, -1]}), None, "SRC-40", kind)
@@ -451,9 +464,22 @@ def malformed_schedules(draw: Any) -> Malformed:
     if kind == "complete never taken":
         return Malformed(_with(base, steps=[*steps, {"op": "complete", "id": 1000, "notify": True}]), n,
                          "SRC-46", kind)
+    if kind in ("repeated notification", "notification out of order"):
+        twice = _notified_twice(readers, kind == "repeated notification")
+        return Malformed(_with(base, steps=twice), len(twice) - 1, "SRC-46", kind)
     if kind == "duplicate checkpoint":
         ids = [s["id"] for s in steps if s["op"] == "checkpoint"]
         if ids:
             again = {"op": "checkpoint", "id": ids[0], "fails": False}
             return Malformed(_with(base, steps=[*steps, again]), n, "SCH-5", kind)
     return Malformed(_with(base, steps=[*steps, {"op": "record", "value": 1}]), n, "SCH-1", "unknown op")
+
+
+def _notified_twice(readers: int, same: bool) -> list[dict[str, Any]]:
+    """Every reader registers, checkpoints 1 and 2 complete, 1 without notification, 2 notified; then
+    2's completion is notified again (`same`), or 1's after 2's (SRC-46: once each, in id order)."""
+    steps: list[dict[str, Any]] = [{"op": "register", "reader": r} for r in range(readers)]
+    for cid in (1, 2):
+        steps += [{"op": "checkpoint", "id": cid, "fails": False}, {"op": "barrier", "id": cid},
+                  {"op": "complete", "id": cid, "notify": cid == 2}]
+    return [*steps, {"op": "complete", "id": 2 if same else 1, "notify": True}]

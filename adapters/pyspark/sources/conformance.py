@@ -159,10 +159,14 @@ class SourceJob:
         self.coordinator.open_valve()
 
     def complete(self, id: int, notify: bool) -> None:
-        """The checkpoint is stored, then (when notified) SRC-17 and the sinks' commit (SRC-38)."""
-        self.store.write_checkpoint(id, self.snapshots.pop(id))
-        self.checkpoints[id] = COMPLETED
-        self.last_completed = id
+        """The checkpoint is stored, then (when notified) SRC-17 and the sinks' commit (SRC-38).  A
+        checkpoint stored earlier without notification gets its notification now, late: nothing is
+        stored again and the restore point stays where it is; the tracker and the sinks act on it
+        as on one that arrives at once (SRC-17)."""
+        if self.checkpoints.get(id) != COMPLETED:
+            self.store.write_checkpoint(id, self.snapshots.pop(id))
+            self.checkpoints[id] = COMPLETED
+            self.last_completed = id
         if notify:
             self.coordinator.tracker.on_checkpoint_complete(id)
             self.emit("committed", checkpoint=id, records=self.commit(id))

@@ -121,7 +121,8 @@ class AssignmentTracker:
         self.uncheckpointed = {}
 
     def on_checkpoint_complete(self, id: int) -> None:
-        """SRC-17: entries under ids up to N are covered by the reader states of N."""
+        """SRC-17: entries under ids up to N are covered by the reader states of N; those under later
+        ids are not, also when N's notification comes late, after later checkpoints were taken."""
         self.by_checkpoint = {k: v for k, v in self.by_checkpoint.items() if k > id}
 
     # SRC-18: an aborted checkpoint changes nothing here (no method).

@@ -17,6 +17,12 @@ The mapping (spec/sources.md; pyspark-notes sections 1, 4):
 * **the sink** (`IdempotentSink`, for `foreachBatch`) writes each batch under its batch id,
   replacing what an earlier run of the same batch id wrote: `commits/<N>` is checkpoint N
   completing (SRC-38); a replayed batch overwrites, so nothing is committed twice;
+* **the notification** of checkpoint N is the source's `commit(end)`, and Spark always sends it
+  late: `MicroBatchExecution.constructNextBatch` calls it with batch N's end offset once batch
+  N+1's offset is written (taken), in batch order, never after a later batch's.  Nothing waits for
+  it here: the tracker's bucket of a batch lives in the batch's offset, and what a failover gives
+  back is decided by the commit log (`return_uncommitted`), so the notification prunes nothing (the
+  conformance run, conformance.py, shows SRC-17's late notifications on the engine's tracker);
 * **a reader failure** is a real task failure: Spark runs the task again (`local[N,F]`) with the
   same partition, so the new attempt reads from the restored positions (the start offset) again:
   the failed reader's splits come back to the same reader (SRC-20..SRC-25; Spark's task retry
@@ -212,7 +218,7 @@ class Flip27StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from rows[half:]
 
     def commit(self, end: dict[str, Any]) -> None:
-        pass  # checkpoint `end` completed (SRC-17); the tracker's bucket is in the offset itself
+        pass  # checkpoint `end` completed, notified one batch late (SRC-17); its bucket is in the offset
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any] | None) -> dict[str, Any]:
