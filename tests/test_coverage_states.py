@@ -86,6 +86,10 @@ SOURCES = {
         "sources", {"readers": 2, "splits": [2, 2]},
         *_R0, op("register", reader=1), op("request", reader=1), op("checkpoint", id=1), op("barrier", id=1),
         op("complete", id=1), op("rescale", readers=1)),
+    sources.LATE_NOTIFIED: schedule(
+        "sources", {"readers": 1, "splits": [2]},
+        *_R0, op("poll", reader=0, records=1), op("checkpoint", id=1), op("barrier", id=1),
+        op("complete", id=1, notify=False), op("checkpoint", id=2), op("complete", id=1)),
 }
 SOURCES_NONE = schedule(
     "sources", {"readers": 1, "splits": [1, 1]},
