@@ -66,6 +66,77 @@ def test_two_places_counts_offsets_with_a_split_owned_twice() -> None:
 
 
 # --------------------------------------------------------------------------
+# Late notifications on the engine (SRC-17): hand-derived traces
+# --------------------------------------------------------------------------
+
+# name -> (configuration, steps, the trace derived by hand from spec/sources.md)
+LATE = {
+    # 1's notification after 2 was taken: bucket 2 (s1) stays and comes back at the failure; only
+    # the record before barrier 1 is committed.
+    "after a later checkpoint was taken": (
+        {"readers": 1, "splits": [1, 1, 1]},
+        "register r0\nrequest r0\npoll r0 1\ncheckpoint 1\nbarrier 1\ncomplete 1 silent\nrequest r0\n"
+        "poll r0 1\ncheckpoint 2\nbarrier 2\ncomplete 1\nrequest r0\nfail 0\nregister r0",
+        ["@0 registered r0 []", "@1 assigned r0 s0", "@2 record r0 s0 0", "@2 split_finished r0 s0",
+         "@3 enumerator_checkpoint 1 [s1, s2]", "@4 reader_checkpoint 1 r0 []", "@6 assigned r0 s1",
+         "@7 record r0 s1 0", "@7 split_finished r0 s1", "@8 enumerator_checkpoint 2 [s2]",
+         "@9 reader_checkpoint 2 r0 []", "@10 committed 1 [s0:0]", "@11 assigned r0 s2", "@12 reset [0]",
+         "@12 aborted 2", "@12 splits_back r0 [s1, s2]", "@13 registered r0 []"]),
+    # 1's notification after 2 completed without one, and after a regional restore to 2: the
+    # restore committed r0's records; the late notifications commit r1's, each once.
+    "after a later completion and a restore": (
+        {"readers": 2, "splits": [2, 2]},
+        "register r0\nregister r1\nrequest r0\nrequest r1\npoll r0 1\npoll r1 1\ncheckpoint 1\n"
+        "barrier 1\ncomplete 1 silent\npoll r1 1\ncheckpoint 2\nbarrier 2\ncomplete 2 silent\nfail 0\n"
+        "complete 1\ncomplete 2",
+        ["@0 registered r0 []", "@1 registered r1 []", "@2 assigned r0 s0", "@3 assigned r1 s1",
+         "@4 record r0 s0 0", "@5 record r1 s1 0", "@6 enumerator_checkpoint 1 []",
+         "@7 reader_checkpoint 1 r0 [s0:1]", "@7 reader_checkpoint 1 r1 [s1:1]", "@9 record r1 s1 1",
+         "@9 split_finished r1 s1", "@10 enumerator_checkpoint 2 []", "@11 reader_checkpoint 2 r0 [s0:1]",
+         "@11 reader_checkpoint 2 r1 []", "@13 reset [0]", "@13 committed 2 [s0:0]",
+         "@13 splits_back r0 []", "@14 committed 1 [s1:0]", "@15 committed 2 [s1:1]"]),
+}
+
+
+def _late_schedules() -> list[Any]:
+    from flink_semantics.conformance.examples import notation
+
+    n = notation("sources")
+    return [n.schedule(config, steps) for config, steps, _ in LATE.values()]
+
+
+def _assert_late(traces: list[Any]) -> None:
+    from flink_semantics.spec.areas.sources import render_event
+
+    for (name, (_, _, want)), trace in zip(LATE.items(), traces):
+        assert [render_event(e) for e in trace.events] == want, name
+
+
+def test_late_notifications_on_the_engine() -> None:
+    """The engine (conformance.py) without Spark gives the hand-derived traces of late notifications."""
+    from flink_semantics.adapters.pyspark.runtime import LocalScriptedAdapter
+
+    runner = LocalScriptedAdapter()
+    try:
+        _assert_late(runner.run_batch(_late_schedules()))
+    finally:
+        runner.close()
+
+
+@pytest.mark.spark
+def test_late_notifications_through_spark(spark: Any) -> None:
+    """The same schedules in a Spark task, the reader failure a real task failure: the late
+    notifications survive the task's retry (the checkpoints' states are in the store)."""
+    from flink_semantics.adapters.pyspark import PySparkAdapter
+
+    adapter = PySparkAdapter()
+    try:
+        _assert_late(adapter.run_batch(_late_schedules()))
+    finally:
+        adapter.close()
+
+
+# --------------------------------------------------------------------------
 # The streaming source under failures (Spark)
 # --------------------------------------------------------------------------
 

@@ -114,3 +114,84 @@ def test_a_request_of_a_failed_reader_is_refused_until_it_registers() -> None:
     with pytest.raises(ScheduleError) as info:
         run({"readers": 1, "splits": [1]}, "register r0\nfail 0\nrequest r0")
     assert (info.value.step, info.value.rule) == (2, "SRC-41")
+
+
+# --------------------------------------------------------------------------
+# Late notifications (SRC-17, SRC-46)
+# --------------------------------------------------------------------------
+
+
+def test_a_late_notification_after_a_regional_restore_commits_the_other_readers_records() -> None:
+    steps = """
+        register r0
+        register r1
+        request r0
+        request r1
+        poll r0 1
+        poll r1 1
+        checkpoint 1
+        barrier 1
+        complete 1 silent
+        fail 0
+        complete 1
+    """
+    # The restore to 1 commits r0's records before barrier 1 (SRC-29) and returns nothing (its split
+    # is under 1, SRC-22); the late notification commits r1's, which no restore touched, and r0's
+    # no second time.
+    assert run({"readers": 2, "splits": [2, 2]}, steps)[-4:] == [
+        "@9 reset [0]", "@9 committed 1 [s0:0]", "@9 splits_back r0 []", "@10 committed 1 [s1:0]"]
+
+
+def test_a_late_notification_after_a_global_restore_commits_nothing_again() -> None:
+    steps = """
+        register r0
+        request r0
+        poll r0 1
+        checkpoint 1
+        barrier 1
+        complete 1 silent
+        fail_enumerator
+        register r0
+        complete 1
+    """
+    assert run({"readers": 1, "splits": [2]}, steps)[-4:] == [
+        "@6 global_failover 1 enumerator", "@6 committed 1 [s0:0]", "@7 registered r0 [s0:1]",
+        "@8 committed 1 []"]
+
+
+def test_a_late_notification_leaves_the_restore_point_at_the_last_completed_checkpoint() -> None:
+    steps = """
+        register r0
+        request r0
+        poll r0 1
+        checkpoint 1
+        barrier 1
+        complete 1 silent
+        poll r0 1
+        checkpoint 2
+        barrier 2
+        complete 2 silent
+        complete 1
+        fail 0
+        register r0
+    """
+    # 1's notification commits s0:0 only; the failure restores to 2 (not 1) and commits s0:1.
+    assert run({"readers": 1, "splits": [3]}, steps)[-5:] == [
+        "@10 committed 1 [s0:0]", "@11 reset [0]", "@11 committed 2 [s0:1]", "@11 splits_back r0 []",
+        "@12 registered r0 [s0:2]"]
+
+
+_COMPLETED_1 = "register r0\ncheckpoint 1\nbarrier 1\n"
+
+
+@pytest.mark.parametrize(("steps", "step"), [
+    (_COMPLETED_1 + "complete 1\ncomplete 1", 4),  # notified twice
+    (_COMPLETED_1 + "complete 1 silent\ncomplete 1 silent", 4),  # a second completion says nothing
+    (_COMPLETED_1 + "complete 1 silent\ncheckpoint 2\nbarrier 2\ncomplete 2\ncomplete 1", 7),  # after 2's
+    (_COMPLETED_1 + "abort 1\ncomplete 1", 4),  # an aborted checkpoint never completes
+    (_COMPLETED_1 + "checkpoint 2\nbarrier 2\ncomplete 2 silent\ncomplete 1", 6),  # subsumed by 2
+], ids=["repeated", "silent again", "after a later one", "aborted", "subsumed"])
+def test_impossible_notifications_are_refused(steps: str, step: int) -> None:
+    with pytest.raises(ScheduleError) as info:
+        run({"readers": 1, "splits": [1]}, steps)
+    assert (info.value.step, info.value.rule) == (step, "SRC-46")
