@@ -15,10 +15,11 @@ changelog the aggregation emits is read back with `execute_and_collect()`.
 
 **How outputs are tied to steps.**  A bounded job shows the changelog in order, not which input
 caused each row.  So before every `row` step, and at `end`, the input carries a *probe* row:
-`+I` of a key no schedule uses (PROBE_KEY) with the step index as its value.  The probe key is an
+`+I` of a key the schedule does not use (the first of PROBE_KEYS it does not: any long is a key) with
+the step index as its value.  The probe key is an
 ordinary key of the same aggregation; its result changes with every probe (its count grows), so
 every bundle that holds a probe emits one probe row, and MAX(v) of it is the last step whose probe
-the bundle held.  PROBE_KEY is chosen so that its BinaryRowData hash spreads to bucket 0 of Java's
+the bundle held.  PROBE_KEYS are chosen so that their BinaryRowData hashes spread to bucket 0 of Java's
 HashMap (checked against Flink's own BinaryRowData at start-up), and its probe is the first input
 of every bundle: Flink emits the probe first in every bundle it finishes (observed, and checked per
 trace: output before any probe is an AdapterError).  So the observed changelog splits into
@@ -119,7 +120,9 @@ EXPECTED_FAILURES: dict[str, str] = {}
 # Two phases: keys whose BinaryRowData hashes share their low 8 bits, not the probe's bucket (checked in
 # _stand_ins): a HashMap bucket keeps its keys in insertion order while it is a list, surely up to 8.
 STAND_INS = (-252, -261, -273, -276, -314, -646, -691, -735)
-PROBE_KEY = -80  # BinaryRowData(-80L).hashCode() spreads to HashMap bucket 0 (checked in _probe_key)
+# Keys whose BinaryRowData(k).hashCode() spreads to HashMap bucket 0 (checked in _probe_key); a
+# schedule's probe is the first it does not use as a key.
+PROBE_KEYS = (-80, -151, -157, -437)
 TAIL = 10**9  # the probe after the last step of a schedule without `end`
 JOB_OPERATORS = 128  # aggregation operators in one Flink job
 LATENCY = "100000000 d"  # the processing-time assigner's batch stays 0: no wall-clock watermark
@@ -146,12 +149,17 @@ def _spread(key: int) -> int:
         return _spreads[key]
 
 
-def _probe_key() -> int:
-    """PROBE_KEY, after checking with Flink's BinaryRowData that HashMap (capacity up to 256) puts it
-    in bucket 0: the first key a bundle emits, as it is the first the bundle holds."""
-    if _spread(PROBE_KEY) & 0xFF:
-        raise RuntimeError(f"probe key {PROBE_KEY} is not in HashMap bucket 0 in this Flink")
-    return PROBE_KEY
+def _probe_key(schedule: Schedule) -> int:
+    """The schedule's probe key: the first of PROBE_KEYS that is not one of its keys, after checking
+    with Flink's BinaryRowData that HashMap (capacity up to 256) puts it in bucket 0: the first key a
+    bundle emits, as it is the first the bundle holds."""
+    used = {s.key for s in schedule.steps if isinstance(s, RowStep)}
+    probe = next((k for k in PROBE_KEYS if k not in used), None)
+    if probe is None:
+        raise AdapterError(f"pyflink mini_batch: the schedule uses every probe key {PROBE_KEYS} as a key")
+    if _spread(probe) & 0xFF:
+        raise RuntimeError(f"probe key {probe} is not in HashMap bucket 0 in this Flink")
+    return probe
 
 
 def _stand_ins(schedule: Schedule) -> dict[int, int]:
@@ -334,7 +342,7 @@ def run_batch(schedules: Sequence[Schedule]) -> list[Trace]:
     configuration asks the planner (no job)."""
     traces: dict[int, Trace] = {}
     refusals: dict[MiniBatchConfig, str | None] = {}
-    probe = _probe_key()
+    probes: dict[int, int] = {}
     keys: dict[int, dict[int, int]] = {}
     runs: dict[int, list[tuple[int, bool, Input]]] = {}
     for i, s in enumerate(schedules):
@@ -348,16 +356,17 @@ def run_batch(schedules: Sequence[Schedule]) -> list[Trace]:
             if reason is not None:
                 traces[i] = Trace((rejected(reason),))
                 continue
+        probes[i] = _probe_key(s)
         if _two_phase(c):
             keys[i] = _stand_ins(s)
-            runs[i] = _cuts(s, probe, keys[i])
+            runs[i] = _cuts(s, probes[i], keys[i])
         else:
-            runs[i] = [(TAIL, True, _probed(s, probe))]  # one run, its probes name the steps (_trace)
+            runs[i] = [(TAIL, True, _probed(s, probes[i]))]  # one run, its probes name the steps (_trace)
     # one phase: a probe and a row per step, so Flink's bundles of twice the size hold the same rows
     sizes = {i: schedules[i].config.size * (1 if i in keys else 2) for i in runs}
     observed = iter(_collect([(schedules[i].config, sizes[i], rows) for i in runs for _, _, rows in runs[i]]))
     for i, cuts in runs.items():
         out = [(step, probed, next(observed)) for step, probed, _ in cuts]
-        traces[i] = (_two_phase_trace(schedules[i], out, probe, keys[i]) if i in keys
-                     else _trace(schedules[i], out[0][2], probe))
+        traces[i] = (_two_phase_trace(schedules[i], out, probes[i], keys[i]) if i in keys
+                     else _trace(schedules[i], out[0][2], probes[i]))
     return [traces[i] for i in range(len(schedules))]
