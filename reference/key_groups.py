@@ -1,9 +1,10 @@
 """Reference model of the key groups and rescaling area (spec/key-groups.md).
 
 One keyed operator with `parallelism` subtasks.  The hashes (KG-1, KG-2, KG-11 for the `flink`
-profile; KG-22..KG-27 for the `spark` profile), the key group and its subtask (KG-1, KG-3, KG-6),
-the ranges (KG-4), the default maximum parallelism (KG-9, KG-10), and the redistribution of keyed
-(KG-12..KG-14) and operator state (KG-17..KG-21) on a restore, refused by KG-8, KG-15 and KG-16.
+profile; KG-22..KG-27 for the `spark` profile; KG-34: a string key is its UTF-16 code units), the
+key group and its subtask (KG-1, KG-3, KG-6), the ranges (KG-4), the default maximum parallelism
+(KG-9, KG-10), and the redistribution of keyed (KG-12..KG-14) and operator state (KG-17..KG-21) on a
+restore, refused by KG-8, KG-15 and KG-16.
 
 Standard library and `spec` only.
 """
@@ -24,6 +25,7 @@ from flink_semantics.spec.areas.key_groups import (
     RestoreStep,
     UpdateStep,
     event,
+    utf16_string,
 )
 from flink_semantics.spec.schedule import Event, ScheduleError, Step
 
@@ -69,13 +71,14 @@ def _fmix(h: int, length: int) -> int:
 
 
 def java_hash_code(key: int | str, type_: str) -> int:
-    """KG-11: Integer.hashCode, Long.hashCode, String.hashCode (over UTF-16 code units)."""
+    """KG-11: Integer.hashCode, Long.hashCode, String.hashCode (over UTF-16 code units, KG-34: an
+    unpaired surrogate is one unit like any other, "\\ud800" -> 55296)."""
     if type_ == "int":
         return int32(key)  # type: ignore[arg-type]
     if type_ == "long":
         v = key & 0xFFFFFFFFFFFFFFFF  # type: ignore[operator]
         return int32(v ^ (v >> 32))
-    units = str(key).encode("utf-16-be")
+    units = str(key).encode("utf-16-be", "surrogatepass")
     h = 0
     for i in range(0, len(units), 2):
         h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & MASK
@@ -128,6 +131,12 @@ def spark_hash_bytes(data: bytes, seed: int) -> int:
     return _fmix(h, len(data))
 
 
+def java_utf8_bytes(key: str) -> bytes:
+    """KG-26, KG-34: the bytes of Spark's UTF8String.fromString, Java's String.getBytes(UTF_8): a
+    surrogate pair as its 4-byte sequence, each unpaired surrogate as '?' (0x3F)."""
+    return utf16_string(key).encode("utf-8", "replace")
+
+
 def spark_hash(key: int | str | None, type_: str) -> int:
     """KG-22: hash(key) = H(key, 42) as a signed int; KG-23: null leaves the seed."""
     seed = 42
@@ -137,7 +146,7 @@ def spark_hash(key: int | str | None, type_: str) -> int:
         return int32(spark_hash_int(key, seed))  # type: ignore[arg-type]
     if type_ == "long":
         return int32(spark_hash_long(key, seed))  # type: ignore[arg-type]
-    return int32(spark_hash_bytes(str(key).encode("utf-8"), seed))
+    return int32(spark_hash_bytes(java_utf8_bytes(str(key)), seed))
 
 
 # --------------------------------------------------------------------------
@@ -300,9 +309,10 @@ class Model:
             return [event(index, "null_key")]  # KG-7
         h, kg, subtask = self.route(s.key, s.type)
         keys = self.keyed[subtask].setdefault(kg, {})
-        item = (s.type, s.key)
+        key = utf16_string(s.key) if isinstance(s.key, str) else s.key  # KG-34: keys by their code units
+        item = (s.type, key)
         keys[item] = keys.get(item, 0) + s.value
-        return [event(index, "routed", key=s.key, type=s.type, hash=h, key_group=kg, subtask=subtask,
+        return [event(index, "routed", key=key, type=s.type, hash=h, key_group=kg, subtask=subtask,
                       value=keys[item])]
 
     # The parts a restore and an update use, one method each.

@@ -12,15 +12,20 @@ import random
 
 import pytest
 from flink_semantics.reference.key_groups import (
+    Model,
     default_max_parallelism,
     flink_murmur,
+    int32,
     java_hash_code,
+    java_utf8_bytes,
     key_group_range,
     operator_index,
     repartition_operator_state,
     round_up_to_power_of_two,
     spark_hash,
+    spark_hash_bytes,
 )
+from flink_semantics.spec.areas.key_groups import KeyGroupsConfig, UpdateStep
 
 
 def test_jdk_hash_codes_by_hand() -> None:
@@ -59,6 +64,49 @@ def test_spark_hash_published() -> None:
     assert spark_hash(1, "long") == -1712319331
     assert spark_hash(1, "int") == -559580957
     assert spark_hash(None, "string") == 42
+
+
+def test_string_keys_are_their_utf16_code_units() -> None:
+    """KG-11, KG-34: an unpaired surrogate is one unit, "\\ud800".hashCode() = 0xD800 = 55296, whose
+    key group at 128 is 56 (the issue's value; Flink 2.3.0's assignToKeyGroup gives it too); a low
+    unit before a high one is two units, 0xDC00 * 31 + 0xD800; a pair given as two code points is its
+    character, and so the same key."""
+    assert java_hash_code("\ud800", "string") == 0xD800 == 55296
+    assert flink_murmur(55296) % 128 == 56
+    assert java_hash_code("\udc00\ud800", "string") == int32(0xDC00 * 31 + 0xD800)
+    assert java_hash_code("x\ud83d", "string") == ord("x") * 31 + 0xD83D
+    assert java_hash_code("\ud83d\ude00", "string") == java_hash_code("\U0001F600", "string")
+    assert UpdateStep("\ud83d\ude00", "string") == UpdateStep("\U0001F600", "string")
+    assert UpdateStep("\ud800", "string").key == "\ud800"
+
+
+def test_spark_hashes_an_unpaired_surrogate_as_a_question_mark() -> None:
+    """KG-26, KG-34: Spark's bytes of a string are Java's getBytes(UTF_8) (UTF8String.fromString),
+    which writes an unpaired surrogate as '?' and a pair as its character's four bytes; so
+    hash('\\ud800') = hash('?'), hash('\\udc00\\ud800') = hash('??'), the escaped pair hashes as 😀
+    (1877935379, KG-26's example from Spark), and none is the hash of the bytes `surrogatepass`
+    writes (ED A0 80 for D800)."""
+    assert java_utf8_bytes("\ud800") == b"?"
+    assert java_utf8_bytes("\udc00\ud800") == b"??"
+    assert java_utf8_bytes("\ud800\ud800\udc00") == b"?\xf0\x90\x80\x80"  # the second D800 pairs
+    assert java_utf8_bytes("\ud83d\ude00") == "\U0001F600".encode() == b"\xf0\x9f\x98\x80"
+    assert spark_hash("\ud800", "string") == spark_hash("?", "string")
+    assert spark_hash("\udc00\ud800", "string") == spark_hash("??", "string")
+    assert spark_hash("\ud83d\ude00", "string") == 1877935379
+    assert spark_hash("\ud800", "string") != int32(spark_hash_bytes("\ud800".encode("utf-8", "surrogatepass"), 42))
+
+
+def test_keys_are_kept_by_their_code_units() -> None:
+    """KG-34: a pair given as two code points and its character are one key, with one sum; in the
+    spark profile "\\ud800" and "?" share a hash and a key group but are two keys (C12)."""
+    def sums(hash_: str, keys: list[str]) -> list[tuple[int, int]]:
+        model = Model(KeyGroupsConfig(2, 128, hash_))
+        return [(e.hash, e.value) for i, k in enumerate(keys) for e in model.apply(i, UpdateStep(k, "string"))]
+
+    a, b = sums("flink", ["\ud83d\ude00", "\U0001F600"])
+    assert a[0] == b[0] and (a[1], b[1]) == (1, 2)
+    a, b, c = sums("spark", ["\ud800", "?", "\ud800"])
+    assert a[0] == b[0] == c[0] and (a[1], b[1], c[1]) == (1, 1, 2)
 
 
 @pytest.mark.parametrize(("max_p", "p"), [(1, 1), (13, 1), (13, 2), (32767, 1), (32767, 13), (32767, 32767),
@@ -147,3 +195,28 @@ def test_spark_hash_matches_spark() -> None:
     for k, t in KEYS:
         h = spark_hash(k, t)
         assert got[(str(k) if t != "string" else k, t)] == (h, h % 128), (k, t)
+
+
+SURROGATE_KEYS = ["\ud800", "\udfff", "a\udfffé", "\udc00\ud800", "x\ud83d", "\ud800\ud800\udc00",
+                  "\ud83d\ude00", "?", "??", "\U0001F600"]
+
+
+def sql_literal(key: str) -> str:
+    """A Spark SQL string literal of every UTF-16 unit of the key as a Unicode escape: Spark's parser
+    makes it a Java String with those units, unpaired surrogates included."""
+    units = key.encode("utf-16-be", "surrogatepass")
+    return "'" + "".join(f"\\u{int.from_bytes(units[i:i + 2], 'big'):04X}" for i in range(0, len(units), 2)) + "'"
+
+
+@pytest.mark.spark
+def test_spark_hash_of_surrogates_matches_spark() -> None:
+    """KG-26, KG-34 against Spark itself: hash() and the UTF-8 bytes of SQL literals holding unpaired
+    surrogates and pairs, as the reference computes them."""
+    from flink_semantics.adapters.pyspark.session import get_spark
+
+    spark = get_spark()
+    columns = [f"hash({sql_literal(k)}) AS h{i}, hex(encode({sql_literal(k)}, 'UTF-8')) AS b{i}"
+               for i, k in enumerate(SURROGATE_KEYS)]
+    row = spark.sql("SELECT " + ", ".join(columns)).collect()[0]
+    for i, k in enumerate(SURROGATE_KEYS):
+        assert (row[f"h{i}"], row[f"b{i}"]) == (spark_hash(k, "string"), java_utf8_bytes(k).hex().upper()), k

@@ -30,6 +30,18 @@ MANY_SUBTASKS = 16  # a parallelism above this needs key_groups.many_subtasks
 INT_RANGE = (-(2**31), 2**31 - 1)
 LONG_RANGE = (-(2**63), 2**63 - 1)
 
+
+def utf16_string(s: str) -> str:
+    """KG-34: a string key is its UTF-16 code units; as a Python str, the one whose surrogate pairs
+    are combined (a pair given as two code points, '\\ud83d\\ude00', is the character it encodes,
+    '😀', as JSON decoding gives it), unpaired surrogates kept as they are."""
+    return s.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "surrogatepass")
+
+
+def has_lone_surrogate(key: object) -> bool:
+    """KG-34: a string key holding an unpaired surrogate, a UTF-16 unit without a UTF-8 form."""
+    return isinstance(key, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in utf16_string(key))
+
 # --------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------
@@ -73,6 +85,10 @@ class UpdateStep(Step):
     key: int | str | None
     type: str = field(default="int", metadata={"choices": KEY_TYPES})
     value: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.key, str):  # KG-34: one form per key, the one its JSON form decodes to
+            object.__setattr__(self, "key", utf16_string(self.key))
 
 
 @dataclass(frozen=True)
@@ -160,6 +176,8 @@ CAPABILITIES = {
                                 "that runs a subtask per unit of parallelism may not have them)",
     "key_groups.rescale": "restores at another parallelism or with a maximum parallelism (KG-13, KG-15, "
                           "KG-16); needs key_groups.restore",
+    "key_groups.lone_surrogates": "string keys holding an unpaired surrogate, a UTF-16 code unit that has "
+                                  "no UTF-8 form (KG-34)",
 }
 
 
@@ -182,6 +200,8 @@ def required_capabilities(schedule: Schedule) -> frozenset[str]:
     if parallelism > MANY_SUBTASKS and validate_ok(c):
         caps.add("key_groups.many_subtasks")
     for s in schedule.steps:
+        if isinstance(s, UpdateStep) and s.type == "string" and has_lone_surrogate(s.key):
+            caps.add("key_groups.lone_surrogates")
         if isinstance(s, AddStateStep):
             caps.add("key_groups.operator_state")
         elif isinstance(s, (CheckpointStep, RestoreStep)):
@@ -231,8 +251,9 @@ def parse_key(text: str) -> tuple[int | str | None, str]:
 def key_text(key: int | str | None, type_: str) -> str:
     if key is None:
         return "null"
-    if type_ == "string":
-        return json.dumps(key, ensure_ascii=False)
+    if type_ == "string":  # an unpaired surrogate as its JSON escape (it has no UTF-8 form: KG-34)
+        return "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c
+                       for c in json.dumps(utf16_string(str(key)), ensure_ascii=False))
     return f"{key}L" if type_ == "long" else str(key)
 
 
