@@ -384,8 +384,14 @@ class Event:
         return d
 
     def __str__(self) -> str:
-        args = " ".join(f"{k}={v}" for k, v in list(self.to_dict().items())[2:])
+        args = " ".join(f"{k}={printable(v)}" for k, v in list(self.to_dict().items())[2:])
         return f"@{self.step} {self.event} {args}".rstrip()
+
+
+def printable(v: Any) -> Any:
+    """A str as text that can be printed and written as UTF-8: an unpaired surrogate (a key_groups
+    string key may hold one, KG-34) as its escape `\\udXXX`; anything else unchanged."""
+    return v.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(v, str) else v
 
 
 def rejected(reason: str) -> Event:
