@@ -415,10 +415,15 @@ class DrawError(ValueError):
     """Input that cannot be drawn: one line for stderr."""
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    from flink_semantics.conformance.__main__ import add_schedule_arguments
+EXAMPLE = """examples:
+  python -m flink_semantics.conformance draw .pytest_cache/d/flink_semantics_corpus/AREA/CASE.json
+  python -m flink_semantics.conformance draw schedule.json --adapter pyspark-local -o /tmp/timeline"""
 
-    add_schedule_arguments(parser, adapter_default=None)
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from flink_semantics.conformance.cli import add_schedule_arguments
+
+    add_schedule_arguments(parser, adapter_required=False)
     parser.add_argument("-o", "--output", metavar="STEM",
                         help="write STEM.svg and STEM.png (default: FILE without its suffix)")
 
@@ -457,11 +462,12 @@ def load(data: Any) -> tuple[Schedule, Trace | None, dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flink_semantics.conformance.__main__ import read_schedule_text, run_one
     from flink_semantics.conformance.checker import compare
+    from flink_semantics.conformance.cli import check_adapter_name, read_schedule_text, run_one
     from flink_semantics.reference import expected_trace
     from flink_semantics.spec.adapter import SCRIPTED, AdapterError
 
+    check_adapter_name(args.adapter)
     where = args.schedule if args.json is None and args.schedule not in (None, "-") else None
     try:
         text = read_schedule_text(args)

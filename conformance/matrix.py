@@ -524,6 +524,11 @@ def check_readme(path: str, md: str, say: Callable[[str], None], max_lines: int 
 # --------------------------------------------------------------------------
 
 
+EXAMPLE = """examples:
+  python -m flink_semantics.conformance matrix reference.json pyspark.json --html matrix.html
+  python -m flink_semantics.conformance matrix reference.json pyspark.json --check README.md"""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("reports", nargs="*", metavar="REPORT.json",
                         help="reports of --conformance-report, one per adapter, in column order")

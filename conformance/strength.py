@@ -480,6 +480,11 @@ def exit_status(results: Sequence[Result]) -> int:
 # --------------------------------------------------------------------------
 
 
+EXAMPLE = """examples:
+  python -m flink_semantics.conformance strength tests.wrong_key_groups --only FloorRanges
+  python -m flink_semantics.conformance strength tests.wrong_sources tests.wrong_watermarks --json out.json"""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("modules", nargs="+", metavar="MODULE", help="modules with a MUTANTS list")
     parser.add_argument("-n", "--jobs", type=int, default=2, help="suite runs at a time (default 2)")

@@ -37,6 +37,8 @@ class Rule:
     file: str
     untested: str | None = None
     example: tuple[tuple[int, str], ...] = ()  # (line number, text) of the Example field, in order
+    rationale: str | None = None
+    source: str | None = None
 
 
 class RuleFileError(ValueError):
@@ -60,7 +62,8 @@ def parse_rules(text: str, file: str) -> list[Rule]:
         if not body:
             raise RuleFileError(f"{file}: rule {rid} has no Rule sentence")
         example = tuple(field_lines.get("Example", ()))
-        rules.append(Rule(rid, current["title"], level, body, file, current.get("Untested"), example))
+        rules.append(Rule(rid, current["title"], level, body, file, current.get("Untested"), example,
+                          _joined(field_lines.get("Rationale")), _joined(field_lines.get("Source"))))
 
     for no, line in enumerate(text.splitlines(), start=1):
         m = _HEADING.match(line)
@@ -81,6 +84,11 @@ def parse_rules(text: str, file: str) -> list[Rule]:
             field.append((no, line))
     close()
     return rules
+
+
+def _joined(lines: list[tuple[int, str]] | None) -> str | None:
+    """A field's text over its lines, as one paragraph."""
+    return " ".join(text.strip() for _, text in lines if text.strip()) if lines else None
 
 
 @lru_cache(maxsize=1)

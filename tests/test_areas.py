@@ -44,7 +44,7 @@ SHARED = [ROOT / p for p in (
     "adapters/pyspark/session.py", "adapters/pyspark/daemon.py", "adapters/spark_native/__init__.py",
     "adapters/pyflink/__init__.py", "adapters/pyflink/session.py",
     "conformance/__init__.py",
-    "conformance/__main__.py",
+    "conformance/__main__.py", "conformance/cli.py", "conformance/rules.py",
     "conformance/areas/__init__.py", "conformance/checker.py", "conformance/conftest.py",
     "conformance/examples.py", "conformance/plugin.py", "conformance/registry.py",
     "conformance/strategies.py", "conformance/test_spec_examples.py", "conformance/verdicts.py",

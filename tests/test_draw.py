@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from flink_semantics.conformance.__main__ import main, run_one
+from flink_semantics.conformance.cli import main, run_one
 from flink_semantics.conformance.checker import compare
 from flink_semantics.conformance.draw import draw_counterexample, lane_order, slug, timeline_of
 from flink_semantics.conformance.examples import load_examples
@@ -282,7 +282,7 @@ ERRORS = [
      "malformed event"),
     ('{"schedule": {"area": "async_io", "steps": []}, "expected": [], "step": "one"}', [], 2,
      "step must be"),
-    ('{"area": "async_io", "steps": []}', ["--adapter", "no_such_adapter"], 3, "no_such_adapter"),
+    ('{"area": "async_io", "steps": []}', ["--adapter", "no_such_adapter"], 2, "unknown adapter 'no_such_adapter'"),
 ]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flink_semantics.conformance.__main__ import main
+from flink_semantics.conformance.cli import main
 from flink_semantics.conformance.matrix import END, START, build, comparable, html_page, load_report, markdown
 
 REPO = Path(__file__).resolve().parent.parent
