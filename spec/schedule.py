@@ -389,8 +389,8 @@ class Event:
 
 
 def printable(v: Any) -> Any:
-    """A str as text that can be printed and written as UTF-8: an unpaired surrogate (a key_groups
-    string key may hold one, KG-34) as its escape `\\udXXX`; anything else unchanged."""
+    """A str as text that can be printed and written as UTF-8: an unpaired surrogate (an event's
+    string field may hold one) as its escape `\\udXXX`; anything else unchanged."""
     return v.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(v, str) else v
 
 
