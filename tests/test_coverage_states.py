@@ -104,6 +104,9 @@ _TWO_READERS = (op("add_split", reader=0, split=0), op("add_split", reader=1, sp
 _AHEAD = (*_TWO_READERS, op("record", split=0, ts=10), op("record", split=1, ts=100), op("tick", ms=10),
           op("align"))
 _ALIGNED = {"readers": 2, "interval": 10, "max_drift": 5, "alignment_buffer": 0}
+_THREE_READERS = (*_TWO_READERS, op("add_split", reader=2, split=2))
+_THREE_IDLE = {"readers": 3, "interval": 10, "idleness": 5}
+_TICK = op("tick", ms=10)
 
 WATERMARKS = {
     watermarks.ALL_IDLE: schedule(
@@ -123,6 +126,18 @@ WATERMARKS = {
         "watermarks", {"interval": 10, "idleness": 10},
         op("add_split", reader=0, split=0), op("record", split=0, ts=5), op("tick", ms=50), op("end")),
     watermarks.RESTART_ALIGNED: schedule("watermarks", _ALIGNED, *_AHEAD, op("failover")),
+    watermarks.FLUSH_BELOW: schedule(  # WM-19's second example (D1)
+        "watermarks", _THREE_IDLE,
+        *_THREE_READERS, op("record", split=0, ts=11), op("record", split=1, ts=6),
+        op("record", split=2, ts=31), _TICK, op("record", split=0, ts=11), _TICK,
+        op("record", split=0, ts=11), _TICK, op("record", split=1, ts=8), _TICK,
+        op("record", split=1, ts=8), _TICK, op("tick", ms=20)),
+    watermarks.BACK_ALONE: schedule(  # WM-20's second example (D1)
+        "watermarks", _THREE_IDLE,
+        *_THREE_READERS, op("record", split=1, ts=10), op("record", split=0, ts=16), _TICK,
+        op("record", split=0, ts=16), op("record", split=1, ts=10), _TICK, op("record", split=1, ts=10),
+        _TICK, op("record", split=1, ts=10), _TICK, op("record", split=2, ts=5), _TICK,
+        op("record", split=2, ts=5), _TICK, op("record", split=0, ts=26), _TICK),
 }
 WATERMARKS_NONE = schedule(
     "watermarks", {"readers": 2, "interval": 10, "idleness": 10, "max_drift": 50, "alignment_buffer": 0},
@@ -152,6 +167,8 @@ KEY_GROUPS = {
     key_groups.REFUSED_GOES_ON: schedule(  # KG-15: above the checkpoint's maximum parallelism
         "key_groups", {"parallelism": 1, "max_parallelism": 4},
         op("update", key=1), op("checkpoint"), op("restore", parallelism=8), op("update", key=1)),
+    key_groups.LONE_SURROGATE: schedule(  # KG-34: no restore needed
+        "key_groups", {"parallelism": 2}, op("update", key="a\ud800", type="string")),
 }
 KEY_GROUPS_NONE = schedule(  # a rescale, but without keyed state, of one split name
     "key_groups", {"parallelism": 2},
@@ -196,7 +213,7 @@ def test_every_area_names_states_and_a_case_for_each() -> None:
     assert set(CASES) == set(areas())
     for area, (reaching, _) in CASES.items():
         floors = coverage.floors(area)
-        assert 3 <= len(floors) <= 6, area
+        assert 3 <= len(floors) <= 8, area
         assert all(0 < floor < 1 for floor in floors.values()), floors
         assert set(reaching) == set(floors), area
 

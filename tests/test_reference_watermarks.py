@@ -1,6 +1,6 @@
 """The reference model of the watermarks area against traces worked out by hand from the rules, and
 its valve against the event sequences of Flink's StatusWatermarkValveTest (the three cases that
-FLINK-40475 added, deviation D1)."""
+FLINK-40475 added, deviation D1) and of D1's two halves as schedules show them (issue 29)."""
 
 from __future__ import annotations
 
@@ -113,6 +113,16 @@ IDLE, ACTIVE = True, False
       ("status", 0, ACTIVE), ("status", 1, IDLE), ("status", 2, ACTIVE), ("status", 0, IDLE),
       ("status", 2, IDLE)],
      [[], [], ["output 10"], [], ["output 20"], [], [], ["output 30"], [], ["output idle"]]),
+    # issue 29 (D1 in schedules, the stall): a reader sends ACTIVE just before its next watermark, and
+    # the fixed valve emits the returning channel's 15 before 25 (Flink 2.3.0: nothing, then 25)
+    ([("wm", 1, 9), ("wm", 0, 15), ("status", 2, IDLE), ("status", 0, IDLE), ("status", 2, ACTIVE),
+      ("wm", 2, -3), ("status", 1, IDLE), ("status", 0, ACTIVE), ("wm", 0, 25)],
+     [[], [], ["output 9"], [], [], [], [], ["output 15"], ["output 25"]]),
+    # D1 in schedules, the flush (WM-19's second example): the last active channel, back below the
+    # output at 7, goes idle; the idle channel 2 holds 30 (Flink 2.3.0: IDLE alone)
+    ([("wm", 0, 10), ("wm", 1, 5), ("wm", 2, 30), ("status", 1, IDLE), ("status", 2, IDLE),
+      ("status", 1, ACTIVE), ("wm", 1, 7), ("status", 0, IDLE), ("status", 1, IDLE)],
+     [[], [], ["output 5"], ["output 10"], [], [], [], [], ["output 30", "output idle"]]),
 ])
 def test_the_valve_follows_flinks_fixed_valve_tests(inputs, want) -> None:  # type: ignore[no-untyped-def]
     assert valve_run(3, inputs) == want

@@ -29,16 +29,23 @@ class WrongWatermarks(WrongArea):
     model = Model
 
 
-# ---- the valve of Flink 2.3.0, before FLINK-40475 (breaks WM-19, WM-20 as this spec has them: D1)
+# ---- the valve of Flink 2.3.0, before FLINK-40475 (breaks WM-19, WM-20 as this spec has them: D1).
+# Each half of the fix is left out on its own by one mutant: the flush when the last channel goes idle
+# (WM-19), the minimum re-derived when a channel comes back (WM-20).  Both together are 2.3.0's valve
+# (`FlinkValve230`, checked against Flink's own class by tests/test_flink_valve_watermarks.py); it is
+# not in MUTANTS, since its first divergence may be either half, so its report names either rule.
 
 
 class _Valve230(Valve):
+    flush_unfixed = True  # the maximum is flushed only if the last channel to go idle held the output
+    stall_unfixed = True  # a channel that comes back does not re-derive the minimum
+
     def status(self, channel: int, idle: bool) -> None:
         c = self.channels[channel]
         if idle and not c.idle:
             c.idle, c.aligned = True, False
             if not any(not x.idle for x in self.channels):
-                if c.watermark == self.last:  # 2.3.0: the flush depends on which channel went idle last
+                if not self.flush_unfixed or c.watermark == self.last:  # 2.3.0: depends on the order
                     top = max(x.watermark for x in self.channels)
                     if top > self.last:
                         self._output(top)
@@ -50,19 +57,54 @@ class _Valve230(Valve):
             if c.watermark >= self.last:
                 c.aligned = True
             if self.idle:
-                self._status(False)  # 2.3.0: no new minimum after a channel comes back
+                self._status(False)
+            if not self.stall_unfixed:  # 2.3.0: no new minimum after a channel comes back
+                self._new_min()
+
+
+class _FlushUnfixed(_Valve230):
+    stall_unfixed = False
+
+
+class _StallUnfixed(_Valve230):
+    flush_unfixed = False
 
 
 class _WithValve230(Model):
+    valve_type: type[Valve] = _Valve230
+
     def _start(self) -> None:
         super()._start()
-        self.valve = _Valve230(self.config.readers, self.events.append, lambda: self.step_index)
+        self.valve = self.valve_type(self.config.readers, self.events.append, lambda: self.step_index)
+
+
+class _WithFlushUnfixed(_WithValve230):
+    valve_type = _FlushUnfixed
+
+
+class _WithStallUnfixed(_WithValve230):
+    valve_type = _StallUnfixed
 
 
 class FlinkValve230(WrongWatermarks):
     """The valve of Flink 2.3.0 (FLINK-40475 unfixed): breaks WM-19/WM-20 of this spec (D1)."""
 
     model = _WithValve230
+
+
+class FlinkValve230Flush(WrongWatermarks):
+    """Flink 2.3.0's flush only: when the last active channel goes idle, the maximum goes out only if
+    that channel's watermark is the last output (breaks WM-19, D1)."""
+
+    model = _WithFlushUnfixed
+
+
+class FlinkValve230Stall(WrongWatermarks):
+    """Flink 2.3.0's stall only: a channel that comes back from idle does not re-derive the minimum,
+    so one that comes back as the only aligned channel leaves the output where it was until its next
+    watermark (breaks WM-20, D1)."""
+
+    model = _WithStallUnfixed
 
 
 # ---- idle splits counted in the minimum (breaks WM-6)
@@ -196,7 +238,8 @@ class BlocksWhenEqual(WrongWatermarks):
 # The registry (`strength`, tests/test_wrong_watermarks.py): the property that
 # must catch each mutant, and a rule its failure report must name.
 MUTANTS = [
-    Mutant("FlinkValve230", "test_valve", "WM-19"),
+    Mutant("FlinkValve230Flush", "test_valve", "WM-19"),
+    Mutant("FlinkValve230Stall", "test_valve", "WM-20"),
     Mutant("IdleSplitsCounted", "test_idleness", "WM-6"),
     Mutant("SendsEqualWatermarks", "test_generation_and_combination", "WM-7"),
     Mutant("RestoresWatermarks", "test_failover", "WM-16"),
