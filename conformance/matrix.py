@@ -1,7 +1,7 @@
 """Rules x adapters: the verdicts of several conformance reports side by side, as Markdown and HTML.
 
     python -m flink_semantics.conformance matrix REPORT.json ... [--markdown OUT.md] [--html OUT.html]
-                                                 [--write README.md | --check README.md]
+                                                 [--write FILE.md | --check FILE.md]
 
 Each REPORT.json is what `pytest conformance --adapter NAME --conformance-report PATH` wrote; the
 adapters become columns in the order given.  Rows are rules, grouped by area (the schedule
@@ -16,14 +16,14 @@ the verdicts per adapter, with its notes below it.  --html writes one self-conta
 (inline CSS and script) with filters by area, level and verdict, every reason and reproducer in
 an expandable cell.
 
---write README.md replaces the text between the README's `<!-- matrix:start -->` and
-`<!-- matrix:end -->` markers with the Markdown.  --check README.md exits 1 with a diff when the
-README's matrix differs from the reports', 0 when it matches.  The comparison leaves out what a run
-on another machine may legitimately draw differently: the schedule counts of passed cells (they
-depend on the hypothesis version and on the strategies) and the text of reproducers (a shrunk
-counterexample); verdicts, levels, titles, reasons and the presence of each reproducer are compared
-exactly.  Errors (a missing or malformed file, a JSON that is not a report, a README without the
-markers) print one line on stderr and exit 2.
+--write FILE.md replaces the text between the file's `<!-- matrix:start -->` and
+`<!-- matrix:end -->` markers with the Markdown (this repository's is docs/matrix.md).  --check
+FILE.md exits 1 with a diff when the file's matrix differs from the reports', 0 when it matches.
+The comparison leaves out what a run on another machine may legitimately draw differently: the
+schedule counts of passed cells (they depend on the hypothesis version and on the strategies) and
+the text of reproducers (a shrunk counterexample); verdicts, levels, titles, reasons and the
+presence of each reproducer are compared exactly.  Errors (a missing or malformed file, a JSON that
+is not a report, a file without the markers) print one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -526,7 +526,7 @@ def check_readme(path: str, md: str, say: Callable[[str], None], max_lines: int 
 
 EXAMPLE = """examples:
   python -m flink_semantics.conformance matrix reference.json pyspark.json --html matrix.html
-  python -m flink_semantics.conformance matrix reference.json pyspark.json --check README.md"""
+  python -m flink_semantics.conformance matrix reference.json pyspark.json --check docs/matrix.md"""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -534,10 +534,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="reports of --conformance-report, one per adapter, in column order")
     parser.add_argument("--markdown", metavar="OUT.md", help="write the Markdown there (- for stdout)")
     parser.add_argument("--html", metavar="OUT.html", help="write the static HTML page there")
-    parser.add_argument("--write", metavar="README.md",
+    parser.add_argument("--write", metavar="FILE.md",
                         help=f"replace the matrix between the {START} and {END} markers")
-    parser.add_argument("--check", metavar="README.md",
-                        help="exit 1 with a diff when the README's matrix differs (schedule counts aside)")
+    parser.add_argument("--check", metavar="FILE.md",
+                        help="exit 1 with a diff when the file's matrix differs (schedule counts aside)")
 
 
 def run(args: argparse.Namespace) -> int:

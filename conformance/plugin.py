@@ -478,7 +478,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--areas", default=None, metavar="A,B",
                     help=f"run only these areas ({', '.join(areas())}; default: all)")
     group.addoption("--conformance-report", default=None, metavar="PATH",
-                    help="write the per-rule verdicts as JSON to PATH (README, 'The report')")
+                    help="write the per-rule verdicts as JSON to PATH (docs/running-the-suite.md, "
+                         "'The report')")
     group.addoption("--expected-failures", default=None, metavar="PATH",
                     help="a JSON object rule ID -> reason: rules expected to fail "
                          "(default: the adapter's own `expected_failures`)")

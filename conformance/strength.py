@@ -25,7 +25,8 @@ every failing property in the suite run itself: the same figures for the catcher
 cost, since most mutants fail several properties (one async I/O mutant took 10 minutes so on 2
 cores, one of another area nearly 2).  `no` (--no-shrink) never shrinks: sizes are those of the failing
 schedules as drawn.  With the default the 34 mutants of tests/wrong_*.py take about 13 minutes on 2
-cores (README, "The suite's strength"); the shrinking runs are a few seconds to a minute each.
+cores (docs/running-the-suite.md, "The suite's strength"); the shrinking runs are a few seconds to
+a minute each.
 
 Each mutant ends as one of (judged on the rules the suite run's reports name):
   caught               the expected property failed and its report names the rule;
@@ -44,8 +45,8 @@ A mutant is "caught" for the catch rate when any property failed (the first thre
 printed as mutants finish, then a table per area and one per rule (the rule each mutant breaks):
 mutants caught of all, the property that caught each, the median schedules checked before the
 first failing one, the median steps of the counterexample; and the catch rate.  --markdown prints the
-tables as Markdown instead (for the README); --json OUT writes everything, every failing property of
-every mutant included.
+tables as Markdown instead (for docs/running-the-suite.md); --json OUT writes everything, every
+failing property of every mutant included.
 
 Exit status: 0 when every mutant is caught with its rule named (caught, or caught elsewhere); 1 when
 a mutant escapes, is caught on a wrong rule only, or its run fails; 2 for a usage error (a module

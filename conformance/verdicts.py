@@ -170,7 +170,7 @@ def table(vs: Sequence[Verdict], width: int = 90) -> list[str]:
 
 def report_json(adapter: str, areas: Sequence[str], vs: Sequence[Verdict],
                 results: Iterable[ItemResult] = (), run: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON report (README, "The report"): {"adapter", "areas", "run", "rules": [...],
+    """The JSON report (docs/running-the-suite.md, "The report"): {"adapter", "areas", "run", "rules": [...],
     "properties": [...]}: the run's header (adapter version, completion order, profile, seed,
     capabilities; empty under xdist's controller), a verdict per rule, and what each property (each
     case of a parametrized one) showed."""

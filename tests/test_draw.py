@@ -15,8 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from flink_semantics.conformance.cli import main, run_one
 from flink_semantics.conformance.checker import compare
+from flink_semantics.conformance.cli import main, run_one
 from flink_semantics.conformance.draw import draw_counterexample, lane_order, slug, timeline_of
 from flink_semantics.conformance.examples import load_examples
 from flink_semantics.reference import expected_trace
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 WRONG = "tests.wrong_adapters:CapacityOffByOne"  # admits one element more than the capacity
 # Capacity 2: the watermark and the third record wait for room; the wrong adapter lets the third
 # record in when the first completes (step 5), one step early (the shrunk counterexample of
-# docs/counterexample.json, the README's picture).
+# docs/counterexample.json, the picture in docs/running-the-suite.md).
 KNOWN = REPO / "docs" / "counterexample.json"
 
 
@@ -282,7 +282,8 @@ ERRORS = [
      "malformed event"),
     ('{"schedule": {"area": "async_io", "steps": []}, "expected": [], "step": "one"}', [], 2,
      "step must be"),
-    ('{"area": "async_io", "steps": []}', ["--adapter", "no_such_adapter"], 2, "unknown adapter 'no_such_adapter'"),
+    ('{"area": "async_io", "steps": []}', ["--adapter", "no_such_adapter"], 2,
+     "unknown adapter 'no_such_adapter'"),
 ]
 
 

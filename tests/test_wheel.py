@@ -1,6 +1,6 @@
 """The suite as a user installs it: the wheel built from this checkout, installed into a fresh virtual
 environment outside the repository, beside another distribution's top-level `adapters` package, and
-run from another directory (README, "From a clone, or installed beside your engine").
+run from another directory (docs/running-the-suite.md, "From a clone, or installed beside your engine").
 
 Building the wheel and installing its dependencies needs the package index (or pip's cache).
 """
