@@ -95,6 +95,17 @@ def test_valve_realigns_after_resume_and_emits_the_new_min() -> None:
         == ["WM10", "WM20", "WM30", "IDLE"]
 
 
+def test_valve_emits_a_returning_channel_s_watermark_when_it_comes_back() -> None:
+    """Issue 29's sequence (D1, the stall, as a schedule shows it: ACTIVE just before a higher
+    watermark): 9@1, 15@0; IDLE@2 (MIN == last MIN) gives min(15, 9) = 9; IDLE@0 (15 != 9) nothing;
+    ACTIVE@2 (MIN < 9: unaligned) and -3@2 (still < 9) nothing; IDLE@1 (9 == 9, but no aligned channel
+    is left) nothing; ACTIVE@0 (15 >= 9: aligned) gives 15 at once, then 25@0 gives 25 (Flink 2.3.0:
+    nothing on ACTIVE, then 25)."""
+    assert valve_run(3, [("wm", 9, 1), ("wm", 15, 0), ("idle", None, 2), ("idle", None, 0),
+                         ("active", None, 2), ("wm", -3, 2), ("idle", None, 1), ("active", None, 0),
+                         ("wm", 25, 0)]) == ["WM9", "WM15", "WM25"]
+
+
 def test_valve_ignores_watermarks_while_idle_and_toggles_status_once() -> None:
     """WM-17, WM-21: two channels; 5@0 and 8@1 give 5; IDLE@0 gives 8 (ch0 held the output); 50@0 on
     the idle channel is ignored (not recorded); IDLE@1, the last: max(5, 8) = 8 is not above 8, so
@@ -454,6 +465,99 @@ CASES: dict[str, tuple[dict[str, Any], str, str, int]] = {
         @13 watermark r0 MAX
         @13 output MAX
     """, 2),
+    # D1, the flush (WM-19's second example).  bound 0, idleness 5: a split silent at an emission
+    # starts its timer there and is idle at the next (10 > 5).  t=10: 10, 5, 30, output 5.  t=30: s1
+    # (silent since t=10) idle: r1 IDLE, it held the output: min(10, 30) = 10; s2 too: r2 IDLE.  t=40:
+    # r1 ACTIVE and 7 (below 10: unaligned).  t=50: r0 IDLE (10 was the output: no aligned channel is
+    # left).  t=70: r1 IDLE, the last active channel, 7 below the output: the maximum 30, then IDLE
+    # (Flink 2.3.0: IDLE alone).
+    "d1-flush": ({"readers": 3, "interval": 10, "idleness": 5}, """
+        add r0 s0
+        add r1 s1
+        add r2 s2
+        record s0 11
+        record s1 6
+        record s2 31
+        tick 10
+        record s0 11
+        tick 10
+        record s0 11
+        tick 10
+        record s1 8
+        tick 10
+        record s1 8
+        tick 10
+        tick 20
+    """, """
+        @3 record s0 11
+        @4 record s1 6
+        @5 record s2 31
+        @6 watermark r0 10
+        @6 watermark r1 5
+        @6 watermark r2 30
+        @6 output 5
+        @7 record s0 11
+        @9 record s0 11
+        @10 idle r1
+        @10 output 10
+        @10 idle r2
+        @11 record s1 8
+        @12 active r1
+        @12 watermark r1 7
+        @13 record s1 8
+        @14 idle r0
+        @15 idle r1
+        @15 output 30
+        @15 output idle
+    """, 0),
+    # D1, the stall (WM-20's second example).  t=10: 15, 9 (r2 at MIN holds the valve).  t=20: r2 (no
+    # record: its timer started at 10) IDLE, its MIN was the output: min(15, 9) = 9.  t=40: r0 (silent
+    # since t=20) IDLE.  t=50: r2 ACTIVE and 4 (below 9: unaligned).  t=60: r1 IDLE, it held the output,
+    # no aligned channel is left.  t=70: r0 ACTIVE: its 15 is not below 9, aligned, and the minimum
+    # over the aligned channels, 15, goes out at once; then its 25 (Flink 2.3.0: 25 alone).
+    "d1-stall": ({"readers": 3, "interval": 10, "idleness": 5}, """
+        add r0 s0
+        add r1 s1
+        add r2 s2
+        record s1 10
+        record s0 16
+        tick 10
+        record s0 16
+        record s1 10
+        tick 10
+        record s1 10
+        tick 10
+        record s1 10
+        tick 10
+        record s2 5
+        tick 10
+        record s2 5
+        tick 10
+        record s0 26
+        tick 10
+    """, """
+        @3 record s1 10
+        @4 record s0 16
+        @5 watermark r0 15
+        @5 watermark r1 9
+        @6 record s0 16
+        @7 record s1 10
+        @8 idle r2
+        @8 output 9
+        @9 record s1 10
+        @11 record s1 10
+        @12 idle r0
+        @13 record s2 5
+        @14 active r2
+        @14 watermark r2 4
+        @15 record s2 5
+        @16 idle r1
+        @17 record s0 26
+        @18 active r0
+        @18 output 15
+        @18 watermark r0 25
+        @18 output 25
+    """, 0),
 }
 
 def schedule(name: str) -> Schedule:

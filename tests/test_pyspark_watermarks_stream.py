@@ -158,13 +158,60 @@ CASES: dict[str, tuple[dict[str, Any], str, int, int, int]] = {
         tick 40
         end
     """, 1, 1, 3),
+    # D1, the flush (WM-19's second example): r2 (30) idle above the output; r1 (5, the output) idle:
+    # output 10; r1 back at 7, below 10 (unaligned); r0 idle (10, nothing aligned is left); r1, the
+    # last active channel, idle below the output: the maximum 30 goes out before IDLE (Flink 2.3.0:
+    # IDLE alone).  Six ticks, two a batch: three batches, the valve's channels crossing them.
+    "d1-flush": ({"readers": 3, "interval": 10, "idleness": 5}, """
+        add r0 s0
+        add r1 s1
+        add r2 s2
+        record s0 11
+        record s1 6
+        record s2 31
+        tick 10
+        record s0 11
+        tick 10
+        record s0 11
+        tick 10
+        record s1 8
+        tick 10
+        record s1 8
+        tick 10
+        tick 20
+    """, 2, 2, 3),
+    # D1, the stall (WM-20's second example): 15 and 9; r2 (MIN, the output) idle: output 9; r0 (15)
+    # idle; r2 back at 4 (unaligned); r1 (9) idle: nothing aligned; r0 back, aligned (15 >= 9): 15 goes
+    # out on its ACTIVE, then 25 (Flink 2.3.0: 25 alone).  Seven ticks, two a batch: four batches.
+    "d1-stall": ({"readers": 3, "interval": 10, "idleness": 5}, """
+        add r0 s0
+        add r1 s1
+        add r2 s2
+        record s1 10
+        record s0 16
+        tick 10
+        record s0 16
+        record s1 10
+        tick 10
+        record s1 10
+        tick 10
+        record s1 10
+        tick 10
+        record s2 5
+        tick 10
+        record s2 5
+        tick 10
+        record s0 26
+        tick 10
+    """, 2, 2, 4),
 }
 
 OUTPUTS = ("output_watermark", "output_status")
 EVENTS = ("max_allowed", "blocked", "unblocked", "paused", "resumed", "restarted")
 # The cases run through Spark too: each is a query (two with a failover) on the shared machine.
 SPARK_CASES = ["two-readers-punctuated", "reader-with-two-splits", "idleness-leaves-the-minimum",
-               "end-of-input-gives-max", "split-alignment-pauses-a-split", "failover-after-alignment"]
+               "end-of-input-gives-max", "split-alignment-pauses-a-split", "failover-after-alignment",
+               "d1-flush", "d1-stall"]
 
 
 def schedule(name: str) -> Schedule:
