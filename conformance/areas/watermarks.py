@@ -5,11 +5,15 @@ parts of the vocabulary a property uses; `Features.restrict` drops what an adapt
 Every step is one integer drawn by hypothesis: shrinking it towards 0 picks the plainest step
 (a record with a small timestamp), and shrinking the list removes steps.  With alignment, some
 integers pick a compound option (`leap`: a split far ahead, then announcements) so that readers
-and splits are held, and failovers come while they are; `COVERAGE` and `coverage` name the rare
-states where engines get watermarks wrong, and their floors (conformance/coverage.py).
+and splits are held, and failovers come while they are.  The valve's property draws rounds of
+records and silences instead, and some of them follow D1's relay among three readers (`_relay`), so
+that both halves of Flink 2.3.0's valve bug show.  `COVERAGE` and `coverage` name the rare states
+where engines get watermarks wrong, and their floors (conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
-(SCRIPTED); a FREE adapter cannot be checked on them (`free_checkable` is False).
+(SCRIPTED); a FREE adapter cannot be checked on them (`free_checkable` is False); a valve's output
+that differs right after a reader's status names the rule of the valve's answer to it
+(`rules_for_events`).
 
 `monotonic_problems` states WM-7, WM-11 and WM-18 on a trace directly: within one attempt of the
 job, what each reader sends and what the valve emits strictly increase.  The properties hold the
