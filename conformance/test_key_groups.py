@@ -42,12 +42,14 @@ def check(conformance: Conformance, data: st.DataObject, f: Features) -> None:
 
 
 @pytest.mark.rule("KG-1", "KG-2", "KG-3", "KG-6", "KG-7", "KG-9", "KG-10", "KG-11")
+@pytest.mark.rule("KG-34", needs=["key_groups.lone_surrogates"])
 @pytest.mark.needs("scripted")
 @given(data=st.data())
 def test_flink_key_groups(conformance: Conformance, data: st.DataObject) -> None:
-    """The flink profile: each key's JDK hash code, Flink's murmur finalizer, its key group and the
-    subtask that owns it; null keys refused (with checkpoints and restores at the same parallelism
-    where the adapter supports them)."""
+    """The flink profile: each key's JDK hash code (a string's over its UTF-16 code units, unpaired
+    surrogates among them where the adapter supports them), Flink's murmur finalizer, its key group
+    and the subtask that owns it, the key's sum kept per sequence of code units; null keys refused
+    (with checkpoints and restores at the same parallelism where the adapter supports them)."""
     check(conformance, data, FEATURES["test_flink_key_groups"])
 
 
@@ -61,16 +63,19 @@ def test_restore_keeps_keyed_state(conformance: Conformance, data: st.DataObject
 
 
 @pytest.mark.rule("KG-22", "KG-23", "KG-24", "KG-25", "KG-26", "KG-27", "KG-30")
+@pytest.mark.rule("KG-34", needs=["key_groups.lone_surrogates"])
 @pytest.mark.needs("key_groups.spark_hash", "scripted")
 @given(data=st.data())
 def test_spark_hash(conformance: Conformance, data: st.DataObject) -> None:
     """The spark profile: Spark's hash() of int, long and string keys (seed 42, the legacy string
-    tail), a null key hashing to the seed, the key group by pmod."""
+    tail, a string's bytes those of Java's getBytes(UTF_8): an unpaired surrogate as '?', while the
+    key stays apart from "?"), a null key hashing to the seed, the key group by pmod."""
     check(conformance, data, FEATURES["test_spark_hash"])
 
 
 @pytest.mark.rule("KG-33", "KG-2", "KG-3", "KG-9", "KG-10", "KG-11")
 @pytest.mark.rule("KG-14", needs=["key_groups.restore"])  # PyFlink's own routing, restored in place
+@pytest.mark.rule("KG-34", needs=["key_groups.lone_surrogates"])
 @pytest.mark.needs("key_groups.pyflink_hash", "scripted")
 @given(data=st.data())
 def test_pyflink_key_by(conformance: Conformance, data: st.DataObject) -> None:

@@ -1,7 +1,8 @@
 """The conformance part of the key groups area: strategies, invariants, and the checker's hooks.
 
 Strategies draw valid schedules step by step (KG-32 holds by construction): keyed updates of int,
-long and string keys (empty, non-ASCII and astral-plane strings among them), operator state in the
+long and string keys (empty, non-ASCII and astral-plane strings among them, and strings with
+unpaired surrogates and with pairs written as two code points, KG-34), operator state in the
 three modes, checkpoints and restores at parallelisms up and down (to 1 and to the maximum
 parallelism), some of them refused.  `Features` says which parts a property uses;
 `Features.restrict` drops what an adapter cannot run.  With operator state and rescaling, some
@@ -34,6 +35,7 @@ from flink_semantics.spec.areas.key_groups import (
     KeyGroupsConfig,
     RestoreStep,
     UpdateStep,
+    has_lone_surrogate,
 )
 from flink_semantics.spec.schedule import Event, Schedule, Step, Trace, validate_schedule
 from hypothesis import strategies as st
@@ -61,8 +63,24 @@ _rules_of_kinds = rules_from(_RULES)
 _SPARK_HASH = ("KG-22", "KG-23", "KG-24", "KG-25", "KG-26", "KG-27")
 
 
+def _code_units_matter(key: Any) -> bool:
+    """A string key whose UTF-16 code units differ from its code points or have no UTF-8 form: an
+    unpaired surrogate, or a character outside the BMP (two units)."""
+    return isinstance(key, str) and (has_lone_surrogate(key) or any(ord(c) > 0xFFFF for c in key))
+
+
 def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
                      observed: Sequence[Event]) -> tuple[str, ...]:
+    """`_routed_rules`, and KG-34 with them for a string key whose UTF-16 code units matter."""
+    rules = _routed_rules(schedule, step, expected, observed)
+    keys = [e.key for e in (*expected, *observed) if e.event in ("routed", "keyed")]
+    if rules and any(_code_units_matter(k) for k in keys):
+        rules += ("KG-34",)
+    return rules
+
+
+def _routed_rules(schedule: Schedule, step: int, expected: Sequence[Event],
+                  observed: Sequence[Event]) -> tuple[str, ...]:
     """One event each, for an update: the field that differs names the rules.  A null key routed
     where it is refused, KG-7; for a routed key, the hash (the profile's: KG-11 and KG-2, Spark's
     hash, or KG-33), then the key group from the hash (KG-1 with the default maximum of KG-9 and
@@ -225,6 +243,7 @@ MOVED = "a key group's state moved to another subtask"
 ROTATION = "split state of several names rescaled with its extra elements rotating"
 BROADCAST_UP = "broadcast state restored at a higher parallelism"
 REFUSED_GOES_ON = "a refused restore followed by updates of the running job"
+LONE_SURROGATE = "a string key with an unpaired surrogate, which has no UTF-8 form"
 
 # State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
 # with `pytest conformance/test_key_groups.py conformance/test_coverage.py --adapter reference
@@ -235,20 +254,23 @@ COVERAGE = {
     ROTATION: 0.015,  # (3.3%) test_operator_state_on_rescale, test_restore_refusals: `burst`
     BROADCAST_UP: 0.012,  # (2.5%) the same
     REFUSED_GOES_ON: 0.02,  # (4.2%) test_restore_refusals
+    LONE_SURROGATE: 0.03,  # (6.5% of 4881) KG-34: string keys of every property that draws updates
 }
 
 
 def coverage(schedule: Schedule) -> list[str]:
     """The rare states of key groups and rescaling a schedule reaches, from one run of the
     reference model (its checkpoint read before each restore); none for a refused configuration.
-    A schedule whose restores all keep the configured parallelism and name no maximum reaches none
-    (nothing moves, nothing is refused) and is not run."""
+    A schedule whose restores all keep the configured parallelism and name no maximum reaches no
+    state of rescaling (nothing moves, nothing is refused) and is not run."""
     c = schedule.config
+    validate_schedule(schedule)  # ScheduleError: none (conformance/coverage.py)
+    found = [LONE_SURROGATE] if any(isinstance(s, UpdateStep) and s.type == "string"
+                                    and has_lone_surrogate(s.key) for s in schedule.steps) else []
     restores = [s for s in schedule.steps if isinstance(s, RestoreStep)]
     if all(s.parallelism == c.parallelism and s.max_parallelism is None for s in restores):
-        return []
-    validate_schedule(schedule)  # ScheduleError: none (conformance/coverage.py)
-    return _states(schedule, Model(c))
+        return found
+    return found + _states(schedule, Model(c))
 
 
 def _states(schedule: Schedule, model: Model) -> list[str]:
@@ -302,6 +324,7 @@ class Features:
     refusals: bool = False  # restores that break KG-8, KG-15 or KG-16
     restore: bool = True  # checkpoints and restores at the same parallelism
     many_subtasks: bool = True  # restores to more than 16 subtasks
+    lone_surrogates: bool = True  # string keys with unpaired surrogates (KG-34)
     max_steps: int = 16
 
     def restrict(self, capabilities: Mapping[str, str | None], completion_order: str) -> Features:
@@ -312,14 +335,21 @@ class Features:
                        operator_state=self.operator_state and ok("operator_state"),
                        restore=self.restore and ok("restore"),
                        many_subtasks=self.many_subtasks and ok("many_subtasks"),
+                       lone_surrogates=self.lone_surrogates and ok("lone_surrogates"),
                        rescale=self.rescale and ok("rescale") and ok("restore"))
 
 
 # Keys: small ints and longs (so that keys repeat and sums grow), extremes, and strings of every
-# width (empty, ASCII of every length modulo 4, Latin-1, CJK, astral-plane).
-STRINGS = ("", "a", "ab", "abc", "abcd", "abcde", "é", "héllo", "日本", "\U0001F600", "x\U0001F600y",
-           "ÿÿÿ", "key-42")
-CHARS = "aZ0 -é\u00ff\u0100日\uffff\U0001F600\U00010000"  # one to four UTF-8 bytes, one or two UTF-16 units
+# width (empty, ASCII of every length modulo 4, Latin-1, CJK, astral-plane), and (KG-34) strings with
+# unpaired surrogates, "?" (what Spark makes of one, KG-26) and a pair written as two code points
+# (the step holds its character, "\U0001F600").
+PLAIN_STRINGS = ("", "a", "ab", "abc", "abcd", "abcde", "é", "héllo", "日本", "\U0001F600", "x\U0001F600y",
+                 "ÿÿÿ", "key-42", "?", "\ud83d\ude00")
+LONE_STRINGS = ("\ud800", "a\udfffé", "\udc00\ud800")
+STRINGS = PLAIN_STRINGS + LONE_STRINGS
+# one to four UTF-8 bytes, one or two UTF-16 units; the two surrogates pair when they meet in that order
+PLAIN_CHARS = "aZ0 -é\u00ff\u0100日\uffff\U0001F600\U00010000"
+CHARS = PLAIN_CHARS + "\ud800\udc00"
 INT_KEYS = (0, 1, 2, 3, 7, -1, 42, 2**31 - 1, -(2**31))
 LONG_KEYS = (0, 1, 7, -1, 2**32, 2**32 + 1, 2**63 - 1, -(2**63), 123456789012)
 TYPES = ("int", "long", "string")
@@ -333,8 +363,9 @@ CONFIG_BITS = st.integers(0, 2**16 - 1)
 STEP_BITS = st.lists(st.integers(0, 2**40 - 1), min_size=1, max_size=40)
 
 
-def key_of(n: int) -> tuple[int | str | None, str]:
-    """A key and its type from an integer: one in about thirty is null."""
+def key_of(n: int, lone_surrogates: bool = True) -> tuple[int | str | None, str]:
+    """A key and its type from an integer: one in about thirty is null; strings with unpaired
+    surrogates only when `lone_surrogates`."""
     type_, n = TYPES[n % 3], n // 3
     if n % 30 == 29:
         return None, type_
@@ -343,14 +374,15 @@ def key_of(n: int) -> tuple[int | str | None, str]:
         return INT_KEYS[n % len(INT_KEYS)], type_
     if type_ == "long":
         return LONG_KEYS[n % len(LONG_KEYS)], type_
+    strings, alphabet = (STRINGS, CHARS) if lone_surrogates else (PLAIN_STRINGS, PLAIN_CHARS)
     if n % 3 < 2:
-        return STRINGS[(n // 3) % len(STRINGS)], type_
+        return strings[(n // 3) % len(strings)], type_
     n //= 3
     length, n = n % 6, n // 6
     chars = []
     for _ in range(length):
-        chars.append(CHARS[n % len(CHARS)])
-        n //= len(CHARS)
+        chars.append(alphabet[n % len(alphabet)])
+        n //= len(alphabet)
     return "".join(chars), type_
 
 
@@ -371,7 +403,7 @@ def step_of(n: int, f: Features, config: KeyGroupsConfig, modes: dict[str, str])
     """The step an integer picks (a list: the steps of a compound one, `burst`)."""
     pick, n = n % 10, n // 10
     if pick <= 4 or (pick <= 6 and not f.operator_state) or (pick >= 7 and not f.restore):
-        key, type_ = key_of(n // 5)
+        key, type_ = key_of(n // 5, f.lone_surrogates)
         return UpdateStep(key, type_, 1 + n % 5)
     if pick == 6 and f.rescale and n % 4 == 3:
         return burst(n // 4, f, config, modes)
