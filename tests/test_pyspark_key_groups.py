@@ -38,6 +38,7 @@ from flink_semantics.adapters.pyspark.key_groups.engine import (
     spark_hash,
     spark_hash_int,
     spark_key_group,
+    spark_utf8,
 )
 from flink_semantics.adapters.pyspark.runtime import run_with_retries
 from flink_semantics.conformance.areas.key_groups import Features, rejected_configs, schedules
@@ -83,6 +84,18 @@ def test_jdk_hash_codes_by_hand() -> None:
     assert java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00
     # 32-bit wrap: "polygenelubricants" is the classic String whose hashCode is Integer.MIN_VALUE.
     assert java_string_hash("polygenelubricants") == -(2**31)
+
+
+def test_string_keys_are_java_strings() -> None:
+    """KG-11, KG-26, KG-34: an unpaired surrogate is one UTF-16 unit ("\\ud800".hashCode() = 55296,
+    key group 56 of 128: the issue's value) and, in Spark's bytes (Java's getBytes(UTF_8)), '?'; a
+    pair given as two code points is its character."""
+    assert java_string_hash("\ud800") == 55296 and flink_key_group("\ud800", "string", 128) == 56
+    assert java_string_hash("\ud83d\ude00") == java_string_hash("\U0001F600")
+    assert spark_utf8("\ud800") == b"?" and spark_utf8("\udc00\ud800") == b"??"
+    assert spark_utf8("\ud83d\ude00") == b"\xf0\x9f\x98\x80"
+    assert spark_hash("\ud800", "string") == spark_hash("?", "string")
+    assert spark_hash("\ud83d\ude00", "string") == 1877935379  # KG-26's example, hash('😀') in Spark
 
 
 def test_flink_key_groups_published() -> None:
@@ -425,6 +438,31 @@ def test_placement_by_subtask_is_exact(spark: Any) -> None:
     assert {r["subtask"] for r in rows} == set(range(p))
 
 
+SURROGATE_KEYS = ["\ud800", "\udfff", "a\udfffé", "\udc00\ud800", "x\ud83d", "\ud800\ud800\udc00",
+                  "\ud83d\ude00", "?", "??", "\U0001F600"]
+
+
+def _sql_literal(key: str) -> str:
+    """A Spark SQL literal with each UTF-16 unit of the key as a Unicode escape: the parser makes
+    it a Java String with exactly those units (the way such a key reaches Spark's hash: py4j and
+    Arrow refuse the str, createDataFrame's pickled rows turn it into U+FFFD)."""
+    units = key.encode("utf-16-be", "surrogatepass")
+    escapes = (f"\\u{int.from_bytes(units[i:i + 2], 'big'):04X}" for i in range(0, len(units), 2))
+    return "'" + "".join(escapes) + "'"
+
+
+@pytest.mark.spark
+def test_spark_hash_of_surrogates_is_sparks_own(spark: Any) -> None:
+    """KG-26, KG-34: the engine's hash and bytes of strings with unpaired surrogates and pairs are
+    Spark's own: `hash()` and `encode(.., 'UTF-8')` of SQL literals holding those UTF-16 units."""
+    columns = [f"hash({_sql_literal(k)}) AS h{i}, hex(encode({_sql_literal(k)}, 'UTF-8')) AS b{i}, "
+               f"pmod(hash({_sql_literal(k)}), 128) AS g{i}" for i, k in enumerate(SURROGATE_KEYS)]
+    row = spark.sql("SELECT " + ", ".join(columns)).collect()[0]
+    for i, k in enumerate(SURROGATE_KEYS):
+        want = (spark_hash(k, "string"), spark_utf8(k).hex().upper(), spark_key_group(k, "string", 128))
+        assert (row[f"h{i}"], row[f"b{i}"], row[f"g{i}"]) == want, ascii(k)
+
+
 ADAPTER_CASES = [
     ({"parallelism": 2}, 'update 7\nupdate "a" 5\nadd_state t0 offsets 1\ncheckpoint\nrestore 3'),
     ({"parallelism": 2, "max_parallelism": 4},
@@ -432,6 +470,11 @@ ADAPTER_CASES = [
     ({"parallelism": 3, "hash": "spark"},
      'update null 2\nupdate "é"\nadd_state t0 s 1\nadd_state t1 s 2\nadd_state t2 u 3 union\n'
      'add_state t1 b 4 broadcast\ncheckpoint\nrestore 5\nupdate 9L\ncheckpoint\nrestore 1'),
+    # KG-34: unpaired surrogates and an escaped pair travel as JSON text through Arrow and the store
+    ({"parallelism": 2, "hash": "spark"},
+     'update "\\ud800"\nupdate "?"\nupdate "\\udc00\\ud800" 2\nupdate "\\ud83d\\ude00"\ncheckpoint\n'
+     'restore 3\nupdate "\\ud800"'),
+    ({"parallelism": 2}, 'update "\\ud800"\nupdate "😀"\nupdate "\\ud83d\\ude00"\ncheckpoint\nrestore 1'),
     ({"parallelism": 0}, "update 1"),
 ]
 
@@ -452,3 +495,10 @@ def test_schedules_through_the_spark_adapter(spark: Any, workdir: Path) -> None:
         adapter.close()
     assert [rendered(t.events) for t in traces] == local
     assert local[-1] == ["rejected"] and "@10 operator t0 u [3, 3, 3, 3, 3]" in local[2]
+    from flink_semantics.reference import expected_trace
+
+    assert local[3:5] == [rendered(expected_trace(s).events) for s in batch[3:5]]
+    # Spark 4.3.0's hash('\uD800') = hash('?'), kept apart from "?" (C12); the pair is 😀
+    assert local[3][:2] == ['@0 routed "\\ud800" hash=1940951976 kg=40 t0 sum=1',
+                            '@1 routed "?" hash=1940951976 kg=40 t0 sum=1']
+    assert '@2 routed "😀" hash=1934073014 kg=54 t0 sum=2' in local[4]

@@ -91,7 +91,7 @@ def rescaled(s: Schedule) -> bool:
           deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(schedule=schedules(Features(spark_hash=True, operator_state=True, rescale=True, refusals=True,
-                                   max_steps=14)).filter(rescaled))
+                                   lone_surrogates=False, max_steps=14)).filter(rescaled))
 def test_drawn_schedules_through_structured_streaming(schedule: Schedule, spark: Any) -> None:
     """Drawn schedules of every feature that restore from a checkpoint at another parallelism: the
     same traces as the reference model."""
@@ -101,6 +101,19 @@ def test_drawn_schedules_through_structured_streaming(schedule: Schedule, spark:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     assert observed == rendered(expected_trace(schedule).events), schedule.to_json()
+
+
+def test_unpaired_surrogates_are_refused_with_sparks_reason(workdir: Path) -> None:
+    """KG-34: a Spark string is UTF-8, so a key with an unpaired surrogate would become "?" in the
+    query (UTF8String.fromString): the streaming face refuses it up front, saying so, before any
+    query starts; an escaped pair (the character 😀) is a key like any other."""
+    from flink_semantics.adapters.pyspark.key_groups.stream import UNSUPPORTED, StreamRun
+
+    bad = KG.schedule({"parallelism": 2, "hash": "spark"}, 'update "?"\nupdate "a\\ud800"')
+    with pytest.raises(ValueError, match="needs key_groups.lone_surrogates: Spark's StringType holds UTF-8"):
+        StreamRun(None, bad, workdir)
+    assert "UTF8String.fromString" in UNSUPPORTED["key_groups.lone_surrogates"]
+    StreamRun(None, KG.schedule({"parallelism": 2}, 'update "\\ud83d\\ude00"'), workdir)
 
 
 def test_state_after_rescales_key_by_key(spark: Any, workdir: Path) -> None:

@@ -2,7 +2,8 @@
 their redistribution on a restore (spec/key-groups.md).
 
 * hashes: the JDK hash codes of int, long and string keys (KG-11), Flink's murmur finalizer
-  (KG-2), Spark's `hash()` (Murmur3_x86_32 with seed 42, KG-22..KG-27);
+  (KG-2), Spark's `hash()` (Murmur3_x86_32 with seed 42, KG-22..KG-27); a string key is its UTF-16
+  code units (KG-34), which Spark holds as the UTF-8 of Java's `getBytes` (an unpaired surrogate: '?');
 * `KeyGroupAssignment` helpers: key group (KG-1, KG-30), operator index (KG-3), ranges (KG-4),
   default max parallelism (KG-9, KG-10), bounds (KG-8);
 * `repartition_operator_state`: Flink's RoundRobinOperatorStateRepartitioner (KG-17..KG-21);
@@ -64,9 +65,16 @@ def java_long_hash(v: int) -> int:
     return to_int32(u ^ (u >> 32))
 
 
+def java_string(s: str) -> str:
+    """KG-34: the Java String a str stands for, its UTF-16 code units, as the str with its surrogate
+    pairs combined (a pair given as two code points is one character) and unpaired surrogates kept."""
+    return s.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "surrogatepass")
+
+
 def java_string_hash(s: str) -> int:
     """KG-11: String.hashCode = sum of c[i] * 31^(n-1-i) over the UTF-16 code units, wrapping at 32
-    bits (a character outside the BMP is two surrogate units); "" -> 0."""
+    bits (a character outside the BMP is two surrogate units, an unpaired surrogate one: KG-34);
+    "" -> 0."""
     b = s.encode("utf-16-be", "surrogatepass")
     h = 0
     for i in range(0, len(b), 2):
@@ -158,9 +166,15 @@ def spark_hash_bytes(b: bytes, seed: int = SPARK_SEED) -> int:
     return to_int32(fmix(h, n))
 
 
+def spark_utf8(s: str) -> bytes:
+    """KG-26, KG-34: the bytes of the key as Spark holds it, UTF8String.fromString(s), which is Java's
+    String.getBytes(UTF_8): a surrogate pair as its 4-byte sequence, every unpaired surrogate as '?'."""
+    return java_string(s).encode("utf-8", "replace")  # Python's "replace" also writes '?'
+
+
 def spark_hash_string(s: str, seed: int = SPARK_SEED) -> int:
-    """KG-26: a UTF8_BINARY string is hashed over its UTF-8 bytes."""
-    return spark_hash_bytes(s.encode("utf-8", "surrogatepass"), seed)
+    """KG-26: a UTF8_BINARY string is hashed over the UTF-8 bytes of its UTF8String."""
+    return spark_hash_bytes(spark_utf8(s), seed)
 
 
 def spark_hash(key: Key, type_: str, seed: int = SPARK_SEED) -> int:
@@ -381,6 +395,8 @@ class KeyedOperator:
         if r is None:
             return None
         h, kg, t = r
+        if isinstance(key, str):
+            key = java_string(key)  # KG-34: one key per sequence of UTF-16 code units
         group = self.subtasks[t].keyed.setdefault(kg, {})
         total = group.get((type_, key), 0) + value
         group[(type_, key)] = total

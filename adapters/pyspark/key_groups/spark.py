@@ -18,6 +18,11 @@ as its decimal text, null for a null key) and a string column `type` (`int`, `lo
   written naively it doubles with every step that uses its input twice;
 * both: `subtask = (key_group * p) div maxP` (KG-3).
 
+A string key with an unpaired surrogate (KG-34) cannot be a value of the `key` column: a Spark string
+is UTF-8 (`UTF8String`), and such a key arrives as "?" (a JVM String through `UTF8String.fromString`,
+Java's `getBytes(UTF_8)`: so `hash()` of it is Spark's own, KG-26, while its UTF-16 units are lost) or as
+U+FFFD (createDataFrame's pickled rows); Arrow and py4j refuse it.  The engine (`engine.py`) hashes it.
+
 Placement (pitfall P6: `repartition(n, col)` hashes the column again, so partition != subtask):
 `place_by_subtask` adds, per row, an int "salt" chosen on the driver so that Spark's hash
 partitioning of it, `pmod(hash(salt), p)` (KG-30), is exactly the row's subtask, and repartitions

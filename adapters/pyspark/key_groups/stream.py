@@ -31,7 +31,11 @@ The mapping:
   `initialState` of a new query at the new parallelism, applied in its first batch, and read back
   from that batch with the state data source for the trace's `keyed` and `operator` events;
 * **refusals** (KG-8, KG-15, KG-16) are checked on the driver before anything stops: the running
-  query goes on.
+  query goes on;
+* **a string key with an unpaired surrogate** (KG-34) is refused up front (`UNSUPPORTED`): a
+  Spark string is UTF-8 (`UTF8String`), and the JSON reader's `UTF8String.fromString` writes the
+  surrogate as '?', so the key could not be told from "?" in the grouping, the state and the
+  trace, and its UTF-16 units (KG-11) would be lost.
 
 The engine (`engine.py`) is used for the ranges and the default maximum parallelism only; the hash,
 the routing, the state and its redistribution are Spark's.  No RDD API, no SparkContext: it runs
@@ -67,9 +71,18 @@ from flink_semantics.spec.areas.key_groups import (
     UpdateStep,
     event,
 )
-from flink_semantics.spec.schedule import Event, Schedule
+from flink_semantics.spec.schedule import Event, Schedule, required_capabilities
 
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+# What this face of the area cannot run, and why (spec/adapter.py's form: capability -> reason).
+UNSUPPORTED = {
+    "key_groups.lone_surrogates": (
+        "Spark's StringType holds UTF-8 (UTF8String), which has no form for an unpaired surrogate: "
+        "UTF8String.fromString is String.getBytes(UTF_8), which writes it as '?' (the JSON source's "
+        "path), createDataFrame's pickled rows give U+FFFD and Arrow refuses it, so such a key would "
+        "be another key (\"?\") in the query's grouping and state (KG-34)"),
+}
 REFUSED_GROUP = -1  # the grouping key of a null key's row under `flink` (KG-7)
 
 INPUT_SCHEMA = ("seq long, kind string, key string, type string, value long, target int, name string, "
@@ -352,6 +365,10 @@ class StreamRun:
         if not parallelism_in_bounds(c.parallelism, c.max_parallelism):  # KG-8, rejecting
             raise ValueError(f"KG-8: parallelism {c.parallelism} and max parallelism {c.max_parallelism} "
                              "out of bounds")
+        lacking = required_capabilities(schedule) & set(UNSUPPORTED)
+        if lacking:
+            raise ValueError(f"the streaming key groups cannot run this schedule: it needs "
+                             f"{', '.join(sorted(lacking))}: {UNSUPPORTED[min(lacking)]}")
         self.spark, self.steps, self.root = spark, schedule.steps, root
         self.profile = c.hash
         self.p = c.parallelism
