@@ -9,7 +9,7 @@ import types
 import pytest
 from flink_semantics.conformance.registry import load_adapter
 from flink_semantics.spec.adapter import AdapterError
-from flink_semantics.spec.schedule import Schedule, schedule_from_dict
+from flink_semantics.spec.schedule import Schedule, required_capabilities, schedule_from_dict
 
 
 def test_without_apache_flink_the_adapter_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,16 +52,49 @@ def test_key_groups_on_flink_route_by_row_of_the_key() -> None:
     from flink_semantics.adapters.pyflink import key_groups
 
     steps = [{"op": "update", "key": 7}, {"op": "update", "key": None}, {"op": "update", "key": "abc",
-             "type": "string"}, {"op": "update", "key": 7, "type": "long"}, {"op": "update", "key": 7}]
+             "type": "string"}, {"op": "update", "key": 7, "type": "long"}, {"op": "update", "key": 7},
+             {"op": "update", "key": "\ud83d\ude00", "type": "string"},  # KG-34: a pair as two code points
+             {"op": "update", "key": "\U0001F600", "type": "string"}]  # is its character: one key
     pyflink, flink = (schedule_from_dict({"area": "key_groups", "config": {
         "parallelism": 2, "max_parallelism": 128, "hash": h}, "steps": steps}) for h in ("pyflink", "flink"))
     a, b = key_groups.run_batch([pyflink, flink])
     got = [(e.hash, e.key_group, e.subtask, e.value) for e in a.events]
     assert got == [(963226257, 17, 0, 1), (1168509563, 123, 1, 1), (336975172, 68, 1, 1),
-                   (963226257, 17, 0, 1), (963226257, 17, 0, 2)]
+                   (963226257, 17, 0, 1), (963226257, 17, 0, 2),
+                   (1918831379, 19, 0, 1), (1918831379, 19, 0, 2)]  # Row.of("😀"): 62 + 1772899
     first = b.events[0]
     assert (first.hash, first.key_group) == (1343918321, 113)  # KG-1's key group, subtask 1 by KG-3
     assert first.subtask == 0  # but the record went where Row.of(7) sends it
+
+
+def test_unpaired_surrogates_are_unsupported_with_pyflinks_reason() -> None:
+    """KG-34, C11: the adapter declares string keys with unpaired surrogates unsupported, naming
+    PyFlink's coder, and would refuse such a schedule (the suite draws none) instead of failing a job."""
+    from flink_semantics.adapters.pyflink import key_groups
+
+    reason = key_groups.CAPABILITIES["key_groups.lone_surrogates"]
+    assert reason is not None and "CharCoderImpl" in reason and "UnicodeEncodeError" in reason
+    s = schedule_from_dict({"area": "key_groups", "steps": [
+        {"op": "update", "key": "\U0001F600", "type": "string"},
+        {"op": "update", "key": "a\udfff", "type": "string"}]})
+    assert key_groups._unsupported(s) == "step 1 (update) needs key_groups.lone_surrogates"
+    assert required_capabilities(s) == {"key_groups", "key_groups.lone_surrogates"}
+
+
+@pytest.mark.pyflink
+def test_pyflinks_string_coder_refuses_unpaired_surrogates() -> None:
+    """C11 on PyFlink 2.3.0 itself: the coder of a STRING key (key_by's key_type) encodes strict
+    UTF-8, so it raises on "\\ud800" before Java sees the key, and writes 😀 as its 4 bytes."""
+    pytest.importorskip("pyflink", reason="apache-flink is not installed (tox -e conformance-pyflink)")
+    from pyflink.fn_execution import coder_impl_fast, coder_impl_slow, stream_fast, stream_slow
+
+    out = stream_slow.OutputStream()
+    coder_impl_slow.CharCoderImpl().encode_to_stream("\U0001F600", out)
+    assert out.get() == b"\x00\x00\x00\x04\xf0\x9f\x98\x80"  # length-prefixed UTF-8
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+        coder_impl_slow.CharCoderImpl().encode_to_stream("\ud800", stream_slow.OutputStream())
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):  # the Cython coder a job uses
+        coder_impl_fast.CharCoderImpl().encode_to_stream("\ud800", stream_fast.OutputStream())
 
 
 @pytest.mark.pyflink

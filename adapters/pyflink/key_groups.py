@@ -26,7 +26,8 @@ whatever the profile: in the `flink` profile a
 restored key then differs from the spec in its key group, which the checker traces back to routing
 (KG-6), not to the restore.  A `restored` event's parallelism and maximum parallelism are what the
 restored job's subtasks report; its `range` events are Flink's `computeKeyGroupRangeForOperatorIndex`
-at those.  Operator state is not run (CAPABILITIES says why).
+at those.  Operator state is not run, nor string keys with an unpaired surrogate, which PyFlink's
+Python coder refuses (CAPABILITIES says why); a surrogate pair reaches Flink as its character.
 
 Measured on the 2-core machine (thread mode): a PyFlink job costs about 2 s to start plus about
 0.4 s per Python subtask (a pipeline at parallelism p starts p + 1); a savepoint about 0.1 s.
@@ -46,6 +47,7 @@ from flink_semantics.spec.areas.key_groups import (
     CheckpointStep,
     RestoreStep,
     UpdateStep,
+    has_lone_surrogate,
 )
 from flink_semantics.spec.schedule import Schedule, Trace, rejected
 
@@ -61,6 +63,13 @@ CAPABILITIES: dict[str, str | None] = {
     "key_groups.operator_state": "PyFlink 2.3.0 gives Python functions no operator list state: its "
                                  "OperatorStateStore has get_broadcast_state only (pyflink/datastream/"
                                  "state.py), so split and union lists cannot be kept",
+    "key_groups.lone_surrogates": "PyFlink 2.3.0 cannot key by a string holding an unpaired surrogate: "
+                                  "key_by's STRING key coder encodes it as strict UTF-8 in Python "
+                                  "(CharCoderImpl.encode_to_stream: value.encode('utf-8') raises "
+                                  "UnicodeEncodeError, surrogates not allowed), so the job fails before "
+                                  "Java sees the key (and py4j, which encodes its commands as UTF-8, "
+                                  "cannot send it to Flink's functions either); Java's own String keys "
+                                  "with unpaired surrogates are hashed by their UTF-16 units (KG-11, KG-34)",
 }
 
 _ROW_REASON = ("PyFlink's key_by keys by Row.of(key) (flink-python 2.3.0 KeyByKeySelector), not by the "
@@ -566,6 +575,8 @@ def _unsupported(s: Schedule) -> str | None:
     for step, u in enumerate(s.steps):
         if not isinstance(u, (UpdateStep, CheckpointStep, RestoreStep)):
             return f"step {step} ({u.op}) needs key_groups.operator_state"
+        if isinstance(u, UpdateStep) and u.type == "string" and has_lone_surrogate(u.key):
+            return f"step {step} (update) needs key_groups.lone_surrogates"
     return None
 
 
