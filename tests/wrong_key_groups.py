@@ -18,6 +18,7 @@ from flink_semantics.reference.key_groups import (
     operator_index,
     repartition_operator_state,
     route,
+    spark_hash_bytes,
     spark_hash_int,
 )
 
@@ -71,6 +72,23 @@ class _JavaStringHashInSpark(Model):
 
 class JavaStringHashInSpark(WrongKeyGroups):
     model = _JavaStringHashInSpark
+
+
+# ---- Spark's hash of a string over UTF-8 with `surrogatepass` (breaks KG-26, KG-34): an unpaired
+# surrogate as the 3 bytes ED A0 80 (for D800) Java never writes, instead of Java's '?'
+
+
+class _SurrogatepassInSpark(Model):
+    def route(self, key: int | str | None, type_: str) -> tuple[int, int, int]:
+        if self.profile != "spark" or type_ != "string" or key is None:
+            return super().route(key, type_)
+        h = int32(spark_hash_bytes(str(key).encode("utf-8", "surrogatepass"), 42))
+        kg = h % self.max_parallelism
+        return h, kg, operator_index(self.max_parallelism, self.parallelism, kg)
+
+
+class SurrogatepassInSpark(WrongKeyGroups):
+    model = _SurrogatepassInSpark
 
 
 # ---- union state split like split state (breaks KG-18)
@@ -129,6 +147,7 @@ MUTANTS = [
     Mutant("HashModParallelism", "test_flink_key_groups", "KG-6"),
     Mutant("FloorRanges", "test_keyed_state_on_rescale", "KG-4"),
     Mutant("JavaStringHashInSpark", "test_spark_hash", "KG-26"),
+    Mutant("SurrogatepassInSpark", "test_spark_hash", "KG-26"),
     Mutant("UnionSplit", "test_operator_state_on_rescale", "KG-18"),
     Mutant("MovesSingleKeys", "test_keyed_state_on_rescale", "KG-13"),
     Mutant("SplitOneByOne", "test_operator_state_on_rescale", "KG-17"),
