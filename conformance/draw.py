@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 from flink_semantics.spec.area import DEFAULT_TIMELINE, Area, Mark, Timeline, get_area
-from flink_semantics.spec.schedule import Event, Schedule, ScheduleError, Step, Trace, step_to_dict
+from flink_semantics.spec.schedule import Event, Schedule, ScheduleError, Step, Trace, printable, step_to_dict
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -126,7 +126,7 @@ def step_text(step: Step, compact: bool = False) -> str:
     d = step_to_dict(step)
     op = d.pop("op")
     if compact:
-        return " ".join([op, *(v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+        return " ".join([op, *(printable(v) if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
                                for v in d.values() if v is not None)])
     return " ".join([op, *(f"{k}={json.dumps(v)}" for k, v in d.items())])
 
