@@ -135,7 +135,8 @@ def validate_steps(schedule: Schedule) -> None:
             if s.type in ("int", "long"):
                 low, high = INT_RANGE if s.type == "int" else LONG_RANGE
                 if not isinstance(s.key, int) or not low <= s.key <= high:
-                    raise ScheduleError(i, "KG-32", f"{s.key!r} is not a {s.type} key", s.op)
+                    article = "an" if s.type == "int" else "a"
+                    raise ScheduleError(i, "KG-32", f"{s.key!r} is not {article} {s.type} key", s.op)
         elif isinstance(s, AddStateStep):
             if modes.setdefault(s.name, s.mode) != s.mode:
                 raise ScheduleError(i, "KG-32", f"state {s.name!r} is {modes[s.name]} state, not {s.mode}",
