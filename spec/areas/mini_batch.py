@@ -317,8 +317,8 @@ def parse_config(text: str) -> dict[str, Any]:
 
 
 def parse_step(text: str) -> dict[str, Any]:
-    """`row k1 +I 5`, `row k-3 -D -7`, `watermark 10`, `watermark MAX`, `status idle`, `advance 10`, `checkpoint 1`,
-    `crash`, `restore 1`, `restore none`, `end`."""
+    """`row k1 +I 5`, `row k-3 -D -7`, `watermark 10`, `watermark MAX`, `status idle`, `advance 10`,
+    `checkpoint 1`, `crash`, `restore 1`, `restore none`, `end`."""
     words = text.split()
     op, args = words[0], words[1:]
     n = len(args)
