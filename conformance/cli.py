@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
@@ -183,3 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"{PROG} {args.command}: {e} (--help for the usage)", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the output piped into a reader that stopped (`| head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
