@@ -866,7 +866,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and call.when == "call" and state.conformance is not None \
             and "conformance" in getattr(item, "fixturenames", ()):
         # Which rules failed, and whether the level or the adapter's expected failures excuse it.
-        line = failure.reproducer or f"pytest {shlex.quote(item.nodeid)} --adapter {shlex.quote(state.spec)}"
+        spec = shlex.quote(str(state.spec))
+        line = failure.reproducer or f"pytest {shlex.quote(item.nodeid)} --adapter {spec}"
         steps = len(failure.schedule.steps) if failure.schedule is not None else None
         report.user_properties.append(("conformance_failure", {"blamed": blamed, "reproducer": line,
                                                                "counterexample_steps": steps}))
@@ -897,7 +898,7 @@ def save_counterexample(state: _State, item: pytest.Item, failure: ConformanceFa
     try:
         from flink_semantics.conformance.draw import draw_counterexample
 
-        name = state.conformance.name if state.conformance else state.spec
+        name = state.conformance.name if state.conformance else str(state.spec)
         pictures = draw_counterexample(case.schedule, case.expected, case.observed, case.step,
                                        adapter_name=name, stem=path.with_suffix(""), rules=case.rules,
                                        what=failure.what)
@@ -965,7 +966,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if state.report_path:
             Path(state.report_path).parent.mkdir(parents=True, exist_ok=True)
             with open(state.report_path, "w", encoding="utf-8") as fh:
-                report = V.report_json(state.spec, state.areas, verdicts, state.results.values(), state.run)
+                report = V.report_json(str(state.spec), state.areas, verdicts, state.results.values(),
+                                       state.run)
                 report["coverage"] = state.tally.to_json()
                 json.dump(report, fh, indent=2)
         if V.run_fails(verdicts, state.strict) and session.exitstatus == 0:

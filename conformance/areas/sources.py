@@ -212,8 +212,11 @@ def _states(schedule: Schedule) -> list[str]:
             pending = any(cp.state in (TAKEN, BARRIER) for cp in model.checkpoints.values())
             if config.has_graph and len(restart) > 1 and pending:
                 found.add(REGION_PENDING)  # SRC-20, SRC-36, SRC-37
-        cp = model.checkpoints.get(s.id) if isinstance(s, CompleteStep) else None
-        late = cp is not None and cp.state == COMPLETED and any(cid > s.id for cid in model.checkpoints)
+        late = False
+        if isinstance(s, CompleteStep):
+            done = model.checkpoints.get(s.id)
+            later = any(cid > s.id for cid in model.checkpoints)
+            late = done is not None and done.state == COMPLETED and later
         if isinstance(s, RescaleStep) and model.last_completed is not None:
             cp = model.checkpoints[model.last_completed]
             if cp.parallelism != s.readers and any(cp.readers.values()):
