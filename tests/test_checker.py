@@ -433,3 +433,21 @@ def test_key_groups_blames_routing_for_state_kept_under_another_key_group() -> N
         mismatch = compare(schedule, expected, observed, SCRIPTED)
         assert mismatch is not None and set(mismatch.rules) >= set(rules), (change, mismatch)
         assert ("KG-6" in mismatch.rules) == ("key_group" in change), (change, mismatch)
+
+
+def test_key_groups_blames_utf16_units_only_where_a_string_key_was_hashed_otherwise() -> None:
+    """KG-34 (a string key is its UTF-16 code units) is named with the hash's rules when a key with
+    a surrogate pair or an unpaired surrogate gets another hash; the same key on another subtask
+    under the right key group is routing's alone (KG-6), as for any key (found by the pyflink run)."""
+    from flink_semantics.reference import expected_trace
+    from flink_semantics.spec.areas.key_groups import KeyGroupsConfig, UpdateStep
+
+    schedule = Schedule("key_groups", KeyGroupsConfig(4, None), (UpdateStep("a-\u00e9\U00010000", "string"),))
+    expected = expected_trace(schedule)
+    routed = expected.events[-1]
+    assert (routed.event, routed.key_group, routed.subtask) == ("routed", 62, 1)  # 62 * 4 // 128 = 1
+    fields = {name: getattr(routed, name) for name in routed.kind.fields}
+    for change, rules in (({"subtask": 2}, ("KG-6",)), ({"hash": 1}, ("KG-11", "KG-2", "KG-34"))):
+        observed = Trace((*expected.events[:-1], routed.kind(routed.step, **{**fields, **change})))
+        mismatch = compare(schedule, expected, observed, SCRIPTED)
+        assert mismatch is not None and mismatch.rules == rules, (change, mismatch)

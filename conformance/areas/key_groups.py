@@ -71,10 +71,13 @@ def _code_units_matter(key: Any) -> bool:
 
 def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
                      observed: Sequence[Event]) -> tuple[str, ...]:
-    """`_routed_rules`, and KG-34 with them for a string key whose UTF-16 code units matter."""
+    """`_routed_rules`, and KG-34 with them when a string key whose UTF-16 code units matter was
+    hashed, or given a key group, otherwise (a key on another subtask under the right key group is
+    routing's, KG-6, whatever the key)."""
     rules = _routed_rules(schedule, step, expected, observed)
     keys = [e.key for e in (*expected, *observed) if e.event in ("routed", "keyed")]
-    if rules and any(_code_units_matter(k) for k in keys):
+    hashed = ("KG-1", "KG-2", "KG-9", "KG-10", "KG-11", "KG-30", "KG-33", *_SPARK_HASH)
+    if any(r in hashed for r in rules) and any(_code_units_matter(k) for k in keys):
         rules += ("KG-34",)
     return rules
 
