@@ -10,9 +10,10 @@ D1's two examples (WM-19's and WM-20's second examples) and of schedules drawn a
 them.  On the two examples Flink's outputs are also the ones D1 says 2.3.0 gives, and the
 reference's valve differs from them there.
 
-Skipped without a JDK (`javac`, `java` on PATH) or without the jars: $FLINK_LIB, else `pyflink/lib`
-of the interpreter's apache-flink or of the tox env `conformance-pyflink` (`tox -e conformance-pyflink`
-installs apache-flink 2.3.0).
+Marked `pyflink`: `tox -e conformance-pyflink` runs it with the adapter's tests.  Skipped, with the
+reason, without a JDK (`javac`, `java` on PATH) or without the jars: $FLINK_LIB, else `pyflink/lib`
+of the interpreter's apache-flink or of the tox env `conformance-pyflink` (which installs
+apache-flink 2.3.0).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from flink_semantics.spec.schedule import Event, Schedule, schedule_from_dict
 from hypothesis import HealthCheck, given, settings
 
 from tests.wrong_watermarks import _FlushUnfixed, _StallUnfixed, _Valve230
+
+# Run with the other tests of Flink itself by `tox -e conformance-pyflink` (`pytest tests -m pyflink`).
+pytestmark = pytest.mark.pyflink
 
 REPO = Path(__file__).resolve().parent.parent
 AREA = get_area("watermarks")
