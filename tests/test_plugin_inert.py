@@ -4,6 +4,7 @@ an adapter named, and never writes inside the installed package."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -14,21 +15,29 @@ from tests.test_suite_failures import PLUGIN, REPO
 
 pytest_plugins = ["pytester"]
 
-# An engine's own hypothesis test: it records the settings it runs with and the session's default.
+# An engine's own hypothesis tests, with a profile of their own (its conftest loads it): a test records
+# the settings it runs with and the session's default.
+ENGINE_CONFTEST = """
+    from hypothesis import settings
+
+    settings.register_profile("engine", max_examples=7, deadline=1234)
+    settings.load_profile("engine")
+"""
 UNRELATED = """
     import json, os
     from hypothesis import given, settings, strategies as st
 
     @given(st.integers())
     def test_engine_property(x):
-        s = settings.default
+        s, own = settings.default, test_engine_property._hypothesis_internal_use_settings
         with open(os.environ["SETTINGS_OUT"], "w") as fh:
             json.dump({"derandomize": s.derandomize, "deadline_ms": s.deadline.total_seconds() * 1000,
                        "database": s.database is not None, "max_examples": s.max_examples,
-                       "own_derandomize": test_engine_property._hypothesis_internal_use_settings.derandomize,
-                       "own_database": test_engine_property._hypothesis_internal_use_settings.database
-                                       is not None}, fh)
+                       "own_derandomize": own.derandomize, "own_database": own.database is not None,
+                       "own_max_examples": own.max_examples}, fh)
 """
+# The session without the plugin: the baseline the plugin must leave as it is.
+WITHOUT = ("-p", "no:flink_semantics") if not PLUGIN else ()
 
 
 @pytest.fixture
@@ -41,30 +50,34 @@ def clean_env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Pat
     return out
 
 
-def test_an_unrelated_hypothesis_test_keeps_hypothesis_defaults(pytester: pytest.Pytester,
-                                                                clean_env: Path) -> None:
-    """With the plugin loaded, another suite's hypothesis test runs with hypothesis' own defaults:
-    random (not derandomized), the 200 ms deadline, an example database, 100 examples."""
-    import json
-
-    pytester.makepyfile(test_engine=UNRELATED)
-    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", timeout=HANG_GUARD_S)
+def engine_settings(pytester: pytest.Pytester, out: Path, *args: str) -> dict[str, object]:
+    result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider", timeout=HANG_GUARD_S)
     assert result.ret == 0, result.stdout.str()
-    seen = json.loads(clean_env.read_text())
-    assert seen == {"derandomize": False, "deadline_ms": 200.0, "database": True, "max_examples": 100,
-                    "own_derandomize": False, "own_database": True}, seen
+    seen: dict[str, object] = json.loads(out.read_text())
+    out.unlink()
+    return seen
+
+
+def test_an_unrelated_hypothesis_test_keeps_its_settings(pytester: pytest.Pytester, clean_env: Path) -> None:
+    """With the plugin loaded, another suite's hypothesis test runs with the settings it has without
+    the plugin: its own profile (7 examples, a 1234 ms deadline) and hypothesis' defaults for the rest
+    (which differ on CI machines, where hypothesis loads its `ci` profile)."""
+    pytester.makeconftest(ENGINE_CONFTEST)
+    pytester.makepyfile(test_engine=UNRELATED)
+    baseline = engine_settings(pytester, clean_env, *WITHOUT)
+    assert (baseline["max_examples"], baseline["deadline_ms"]) == (7, 1234.0), baseline
+    assert engine_settings(pytester, clean_env, *PLUGIN) == baseline
     assert not (pytester.path / ".pytest_cache").exists()  # no cache written by the plugin either
 
 
 def test_the_plugin_registers_no_hypothesis_profile(pytester: pytest.Pytester, clean_env: Path) -> None:
-    """A session's `--hypothesis-profile default` is hypothesis' own, not the suite's."""
+    """The suite registers no profile: `default` is hypothesis' own, and there is no `thorough`."""
     pytester.makepyfile(test_profiles="""
         from hypothesis import settings
 
         def test_profiles():
-            assert settings.get_profile("default").derandomize is False
-            assert settings.get_profile("default").database is not None
-            assert "thorough" not in settings._profiles
+            assert settings.get_profile("default").max_examples == 100
+            assert set(settings._profiles) <= {"default", "ci", "debug"}, settings._profiles
     """)
     result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", timeout=HANG_GUARD_S)
     assert result.ret == 0, result.stdout.str()
@@ -83,10 +96,10 @@ def test_running_the_suite_without_an_adapter_is_a_usage_error(pytester: pytest.
 
 def test_the_suite_applies_its_settings_to_its_own_properties_only(pytester: pytest.Pytester,
                                                                    clean_env: Path) -> None:
-    """In one session with the suite and an unrelated test, the suite's properties run derandomized
-    (their header says so) and the unrelated test keeps hypothesis' defaults."""
-    import json
-
+    """In one session with the suite and an unrelated test, the suite's properties run with the
+    suite's settings (derandomized, 100 examples: their header and schedule counts say so) and the
+    unrelated test keeps its own profile."""
+    pytester.makeconftest(ENGINE_CONFTEST)
     pytester.makepyfile(test_engine=UNRELATED)
     result = pytester.runpytest_subprocess(str(REPO / "conformance" / "test_mini_batch.py"), "test_engine.py",
                                            "--adapter", "reference",
@@ -95,9 +108,10 @@ def test_the_suite_applies_its_settings_to_its_own_properties_only(pytester: pyt
     out = result.stdout.str()
     assert result.ret == 0, out
     assert "conformance: profile default, derandomized: the same schedules every run" in out, out
-    assert re.search(r"test_processing_time_bundles \[.*\]: [1-9]\d* schedules", out), out
+    counts = re.search(r"test_processing_time_bundles \[.*\]: (\d+) schedules", out)
+    assert counts and int(counts[1]) > 7 * 5, out  # far more than the engine profile's 7 examples allow
     seen = json.loads(clean_env.read_text())
-    assert (seen["own_derandomize"], seen["own_database"], seen["deadline_ms"]) == (False, True, 200.0), seen
+    assert (seen["own_max_examples"], seen["deadline_ms"]) == (7, 1234.0), seen
 
 
 def test_a_new_counterexample_is_saved_in_pytests_cache_not_in_the_package(pytester: pytest.Pytester,
