@@ -33,6 +33,7 @@ from flink_semantics.spec.area import get_area
 from flink_semantics.spec.schedule import Event, Schedule, schedule_from_dict
 from hypothesis import HealthCheck, given, settings
 
+from tests.hang import HANG_GUARD_S
 from tests.wrong_watermarks import _FlushUnfixed, _StallUnfixed, _Valve230
 
 # Run with the other tests of Flink itself by `tox -e conformance-pyflink` (`pytest tests -m pyflink`).
@@ -121,13 +122,13 @@ def flink_valve(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
     (work / "ValveRun.java").write_text(JAVA, encoding="utf-8")
     classpath = f"{lib}/*{os.pathsep}{work}"
     subprocess.run(["javac", "-cp", classpath, "-d", str(work), str(work / "ValveRun.java")], check=True,
-                   timeout=300)
+                   timeout=HANG_GUARD_S)
 
     def run(sequences: list[list[Input]]) -> list[list[list[str]]]:
         lines = [" ".join(["3", *(f"w{c}={v}" if k == "w" else f"{k}{c}" for k, c, v in seq)])
                  for seq in sequences]
         done = subprocess.run(["java", "-cp", classpath, "ValveRun"], input="\n".join(lines) + "\n",
-                              capture_output=True, text=True, check=True, timeout=600)
+                              capture_output=True, text=True, check=True, timeout=HANG_GUARD_S)
         out = done.stdout.splitlines()
         assert len(out) == len(sequences), done.stdout + done.stderr
         return [[[x for x in part.split(",") if x] for part in line.split("|")] if seq else []

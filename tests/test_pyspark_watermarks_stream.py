@@ -22,6 +22,8 @@ from flink_semantics.conformance.examples import notation
 from flink_semantics.reference import expected_trace
 from flink_semantics.spec.schedule import Schedule
 
+from tests.test_pyspark_watermarks import CASES as D1
+
 WM = notation("watermarks")
 
 # name -> (config, steps, downstream tasks, ticks per batch, micro-batches)
@@ -158,52 +160,11 @@ CASES: dict[str, tuple[dict[str, Any], str, int, int, int]] = {
         tick 40
         end
     """, 1, 1, 3),
-    # D1, the flush (WM-19's second example): r2 (30) idle above the output; r1 (5, the output) idle:
-    # output 10; r1 back at 7, below 10 (unaligned); r0 idle (10, nothing aligned is left); r1, the
-    # last active channel, idle below the output: the maximum 30 goes out before IDLE (Flink 2.3.0:
-    # IDLE alone).  Six ticks, two a batch: three batches, the valve's channels crossing them.
-    "d1-flush": ({"readers": 3, "interval": 10, "idleness": 5}, """
-        add r0 s0
-        add r1 s1
-        add r2 s2
-        record s0 11
-        record s1 6
-        record s2 31
-        tick 10
-        record s0 11
-        tick 10
-        record s0 11
-        tick 10
-        record s1 8
-        tick 10
-        record s1 8
-        tick 10
-        tick 20
-    """, 2, 2, 3),
-    # D1, the stall (WM-20's second example): 15 and 9; r2 (MIN, the output) idle: output 9; r0 (15)
-    # idle; r2 back at 4 (unaligned); r1 (9) idle: nothing aligned; r0 back, aligned (15 >= 9): 15 goes
-    # out on its ACTIVE, then 25 (Flink 2.3.0: 25 alone).  Seven ticks, two a batch: four batches.
-    "d1-stall": ({"readers": 3, "interval": 10, "idleness": 5}, """
-        add r0 s0
-        add r1 s1
-        add r2 s2
-        record s1 10
-        record s0 16
-        tick 10
-        record s0 16
-        record s1 10
-        tick 10
-        record s1 10
-        tick 10
-        record s1 10
-        tick 10
-        record s2 5
-        tick 10
-        record s2 5
-        tick 10
-        record s0 26
-        tick 10
-    """, 2, 2, 4),
+    # D1's two schedules (WM-19's and WM-20's second examples), the same as task mode's
+    # (tests/test_pyspark_watermarks.py, where their traces are worked out step by step): the flush
+    # in three batches, the stall (seven ticks, two a batch) in four.
+    "d1-flush": (*D1["d1-flush"][:2], 2, 2, 3),
+    "d1-stall": (*D1["d1-stall"][:2], 2, 2, 4),
 }
 
 OUTPUTS = ("output_watermark", "output_status")

@@ -181,8 +181,8 @@ def test_the_command_prints_progress_tables_and_names_the_escaped(monkeypatch: p
                                                           for n, r in by_name.items()])
     monkeypatch.setattr(S, "measure", lambda e, shrink, profile, timeout, corpus_out: by_name[e.mutant.name])
     out_json = tmp_path / "strength.json"
-    args = argparse.Namespace(modules=["m"], only=[], jobs=2, shrink="catcher", profile=None, timeout=60,
-                              json_out=str(out_json), markdown=False)
+    args = argparse.Namespace(modules=["m"], only=[], jobs=2, shrink="catcher", profile=None,
+                              timeout=HANG_GUARD_S, json_out=str(out_json), markdown=False)
     assert S.run(args) == 1
     out = capsys.readouterr().out
     assert "5 mutants of 2 areas, 2 at a time, shrinking: catcher" in out

@@ -191,7 +191,7 @@ def coverage(schedule: Schedule) -> list[str]:
     return sorted(found)
 
 
-class _UnboundedAcc(Acc):
+class UnboundedAcc(Acc):
     """SUM in unbounded integers, which MB-30 rules out: what a sum would be without wrapping."""
 
     def apply(self, kind: str, v: int) -> None:
@@ -205,8 +205,10 @@ class _UnboundedAcc(Acc):
         self.sum = before + other.sum
 
 
-class _UnboundedModel(Model):
-    accumulator = _UnboundedAcc
+class UnboundedModel(Model):
+    """The model with SUM in unbounded integers (also the wrong adapter SumDoesNotWrap)."""
+
+    accumulator = UnboundedAcc
 
 
 def _sum_wraps(schedule: Schedule) -> bool:
@@ -215,7 +217,7 @@ def _sum_wraps(schedule: Schedule) -> bool:
     values = [abs(s.value) for s in schedule.steps if isinstance(s, RowStep)]
     if sum(values) <= LONG_RANGE[1]:
         return False
-    return _events(Model(schedule.config), schedule) != _events(_UnboundedModel(schedule.config), schedule)
+    return _events(Model(schedule.config), schedule) != _events(UnboundedModel(schedule.config), schedule)
 
 
 def _events(model: Model, schedule: Schedule) -> list[Any]:
