@@ -15,6 +15,9 @@ from flink_semantics.spec.adapter import DEFAULT_BATCH_SIZE, Adapter, AdapterErr
 BUILTIN: dict[str, str] = {
     "reference": "flink_semantics.adapters.reference:ReferenceAdapter",
     "pyspark": "flink_semantics.adapters.pyspark:PySparkAdapter",
+    # The same areas through the PySpark APIs a Spark user calls, in Structured Streaming queries:
+    # the state store, checkpoints, query restarts and the shuffle carry the semantics.
+    "pyspark-stream": "flink_semantics.adapters.pyspark.streaming:PySparkStreamAdapter",
     # The PySpark implementations and conformance runs without Spark: fast and independent of
     # the reference, so a large budget costs seconds.
     "pyspark-local": "flink_semantics.adapters.pyspark.runtime:LocalScriptedAdapter",

@@ -1,0 +1,136 @@
+"""`pyspark-stream`: the suite through the PySpark APIs a Spark user calls, on Structured Streaming.
+
+The `pyspark` adapter runs each area's engine inside a Spark task; this one runs the schedules
+through the product: each area's public API (`adapters/pyspark/<area>/api.py` and the data sources
+and processors it builds on) in real streaming queries, where Spark's own machinery carries the
+semantics: state in the state store, a `checkpoint` a committed micro-batch, a `crash` or
+`restore` a query stopped and started again from Spark's checkpoint (or a copy of it), a reader's
+failure a real task failure.
+
+Many schedules run in one query (each schedule its own grouping keys and partitions, all of them
+advancing in the same micro-batches), so that a batch of hundreds of schedules costs a few queries,
+not hundreds.  Each area's module `adapters/pyspark/<area>/stream.py` provides:
+
+* `run_many(spark, schedules, root) -> list[Trace]`: the traces of a batch of that area's
+  schedules, in order (a refused configuration gives its `rejected` trace); `root` is a directory
+  of its own, removed after the call;
+* `STREAM_UNSUPPORTED`: capability -> the reason this face cannot run it (Spark's reason);
+
+and `adapters/pyspark/<area>/stream-expected-failures.json` names the rules Spark's model cannot
+follow, each with Spark's reason (the suite reports them as expected failures, and a listed rule
+that passes as stale).  An area whose module has no `run_many` yet is unsupported, with that
+reason, never skipped silently.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from flink_semantics.adapters import version
+from flink_semantics.adapters.pyspark.runtime import capabilities as engine_capabilities
+from flink_semantics.adapters.pyspark.runtime import scratch_dir
+from flink_semantics.spec.adapter import SCRIPTED
+from flink_semantics.spec.area import areas
+from flink_semantics.spec.schedule import Schedule, Trace
+
+NOT_YET = "not yet through Structured Streaming (adapters/pyspark/{area}/stream.py has no run_many)"
+
+
+@cache
+def stream_module(area: str) -> Any:
+    """`adapters/pyspark/<area>/stream.py`, or None where the area has none."""
+    name = f"flink_semantics.adapters.pyspark.{area}.stream"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise
+        return None
+
+
+def _runs(area: str) -> bool:
+    module = stream_module(area)
+    return module is not None and hasattr(module, "run_many")
+
+
+def expected_failures() -> dict[str, str]:
+    """Every area's `stream-expected-failures.json`: rule -> Spark's reason."""
+    out: dict[str, str] = {}
+    for area in areas():
+        path = Path(__file__).parent / area / "stream-expected-failures.json"
+        if path.exists():
+            out.update(json.loads(path.read_text()))
+    return out
+
+
+class PySparkStreamAdapter:
+    name = "pyspark-stream"
+    version = version("pyspark", "PySpark") + ", Structured Streaming"
+    completion_order = SCRIPTED
+    expected_failures = expected_failures()
+    # Budget hints (spec/adapter.py).  A query costs a second or two to start and a micro-batch
+    # about a tenth of a second, whatever the number of schedules in it: so the suite gathers the
+    # batches of a property's examples into calls of up to `batch_size` schedules, each a few
+    # queries.  Shrinking would run a query per candidate: a failure is reported as drawn (replay it
+    # with `--adapter pyspark` or `pyspark-local` to shrink it).
+    batch_size = 1000
+    examples = 25
+    shrink = False
+
+    def __init__(self, spark: Any = None, store_dir: str | None = None):
+        if spark is None:
+            from flink_semantics.adapters.pyspark.session import check_prerequisites
+
+            check_prerequisites()
+        self.spark = spark
+        self._owns_root = store_dir is None
+        self.root = Path(store_dir) if store_dir else scratch_dir("pyspark-stream-")
+
+    def _session(self) -> Any:
+        if self.spark is None:
+            from flink_semantics.adapters.pyspark.session import get_spark
+
+            self.spark = get_spark()
+        return self.spark
+
+    def prepare(self) -> None:
+        self._session()
+
+    def capabilities(self) -> Mapping[str, str | None]:
+        out = dict(engine_capabilities())
+        for area in areas():
+            if not _runs(area):
+                out[area] = NOT_YET.format(area=area)
+                continue
+            out.update(stream_module(area).STREAM_UNSUPPORTED)
+        return out
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        by_area: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(schedules):
+            by_area[s.area].append(i)
+        traces: dict[int, Trace] = {}
+        for area, indices in by_area.items():
+            root = self.root / f"{area}-{uuid.uuid4().hex}"
+            root.mkdir(parents=True)
+            try:
+                got = stream_module(area).run_many(self._session(), [schedules[i] for i in indices], root)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+            if len(got) != len(indices):
+                raise RuntimeError(f"{area}.stream.run_many returned {len(got)} traces "
+                                   f"for {len(indices)} schedules")
+            traces.update(zip(indices, got))
+        return [traces[i] for i in range(len(schedules))]
+
+    def close(self) -> None:
+        if self._owns_root:
+            shutil.rmtree(self.root, ignore_errors=True)
