@@ -82,7 +82,7 @@ class PySparkStreamAdapter:
     # queries.  Shrinking would run a query per candidate: a failure is reported as drawn (replay it
     # with `--adapter pyspark` or `pyspark-local` to shrink it).
     batch_size = 1000
-    examples = 25
+    examples = 12  # about 550 to 930 distinct schedules per area (the thorough profile: ten times as many)
     shrink = False
 
     def __init__(self, spark: Any = None, store_dir: str | None = None):
