@@ -35,6 +35,7 @@ import asyncio
 import functools
 import inspect
 import selectors
+from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
@@ -78,9 +79,17 @@ def retry_strategy(max_attempts: int, *, delay: float = 0.0, initial_delay: floa
                                   result_predicate=empty_result if on_empty else None,
                                   exception_predicate=exc_pred)
     if initial_delay is None:
-        return RetryStrategy(kind="fixed_delay", delay=delay * 1000.0, **common)
-    return RetryStrategy(kind="exponential_backoff", initial_delay=initial_delay * 1000.0,
-                         max_delay=max_delay * 1000.0, multiplier=multiplier, **common)
+        return RetryStrategy(kind="fixed_delay", delay=_ms(delay), **common)
+    return RetryStrategy(kind="exponential_backoff", initial_delay=_ms(initial_delay),
+                         max_delay=_ms(max_delay), multiplier=multiplier, **common)
+
+
+def _ms(seconds: float) -> float:
+    """Seconds -> the operator's milliseconds; a whole number of ms stays an int (the backoff then
+    grows in whole milliseconds, as Java's (long) cast does, AIO-40)."""
+    ms = seconds * 1000.0
+    whole = round(ms)
+    return whole if abs(ms - whole) < 1e-6 else ms
 
 
 def _is_instance(error: BaseException, types: Any) -> bool:
@@ -95,7 +104,7 @@ def operator_config(*, capacity: int = 100, ordered: bool = True, timeout: float
                     on_timeout: str | list | Callable[[Any], list | None] = "fail",
                     retry: RetryStrategy | None = None) -> OperatorConfig:
     """Build and validate (ValueError naming AIO-1 / AIO-3) the operator configuration."""
-    timeout_ms = 0.0 if timeout is None else timeout * 1000.0
+    timeout_ms = 0 if timeout is None else _ms(timeout)
     if callable(on_timeout):
         action, result_fn = "complete", on_timeout  # a None result leaves the call in flight (AIO-30)
     elif isinstance(on_timeout, list):
@@ -114,19 +123,93 @@ def operator_config(*, capacity: int = 100, ordered: bool = True, timeout: float
 
 
 class LoopTimers:
-    """The operator's timers on an asyncio loop's clock (ms)."""
+    """The operator's timers on an asyncio loop's clock (ms).
+
+    Timers with the same deadline fire in registration order (AIO-54): asyncio's own timer heap
+    does not keep that order for equal times, so each deadline has one loop timer and a FIFO.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
+        self._due: dict[float, list[list[Any]]] = {}
 
     def now(self) -> float:
         return self.loop.time() * 1000.0
 
-    def register(self, deadline: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
-        return self.loop.call_at(deadline / 1000.0, callback)
+    def register(self, deadline: float, callback: Callable[[], None]) -> list[Any]:
+        handle = [callback]
+        bucket = self._due.get(deadline)
+        if bucket is None:
+            bucket = self._due[deadline] = []
+            self.loop.call_at(deadline / 1000.0, self._fire, deadline)
+        bucket.append(handle)
+        return handle
 
-    def cancel(self, handle: asyncio.TimerHandle) -> None:
-        handle.cancel()
+    def _fire(self, deadline: float) -> None:
+        for handle in self._due.pop(deadline, []):
+            if handle[0] is not None:
+                handle[0]()
+
+    def cancel(self, handle: list[Any]) -> None:
+        handle[0] = None
+
+
+class _VirtualSelector(selectors.BaseSelector):
+    """A selector whose waits take no wall time: a wait of t seconds moves the virtual clock by t."""
+
+    def __init__(self) -> None:
+        self._inner = selectors.SelectSelector()
+        self.now = 0.0
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._inner.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._inner.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._inner.modify(fileobj, events, data)
+
+    def get_map(self) -> Any:
+        return self._inner.get_map()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = self._inner.select(0)
+        if ready or timeout == 0:
+            return ready
+        if timeout is None:
+            raise RuntimeError("virtual_time_loop: every task waits and no timer is set (a deadlock)")
+        self.now += timeout  # idle: jump to the next timer
+        return []
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop on a virtual clock starting at 0 s: when nothing is ready it jumps to the next
+    timer instead of sleeping, so `asyncio.sleep(60)` takes no wall time.  Deterministic."""
+
+    def __init__(self) -> None:
+        self._virtual = _VirtualSelector()
+        super().__init__(self._virtual)
+
+    def time(self) -> float:
+        return self._virtual.now
+
+
+def virtual_time_loop() -> asyncio.AbstractEventLoop:
+    """A `loop_factory` for `async_map`: each task runs on a `VirtualTimeLoop` (simulated time)."""
+    return VirtualTimeLoop()
+
+
+def wall_clock_loop() -> asyncio.AbstractEventLoop:
+    """The default `loop_factory`: a selector loop on the wall clock.
+
+    select() sleeps to the microsecond; epoll rounds every wait up to a whole millisecond, which adds
+    ~0.5 ms to each call's time in the queue (10 ms services lose ~5% of throughput).
+    """
+    return asyncio.SelectorEventLoop(selectors.SelectSelector())
 
 
 class CoroutineService:
@@ -157,79 +240,185 @@ class CoroutineService:
             entry.call.cancel()
 
 
-class RowOutput:
-    """Collects output rows (kind, ts, value); side effects are not part of the output stream."""
+# An output row: (group, kind, ts, value, seq, attempt, at, reason)
+OutRow = tuple[Any, str, Any, Any, Any, Any, float, Any]
 
-    def __init__(self) -> None:
-        self.kinds: list[str] = []
-        self.ts: list[int | None] = []
-        self.values: list[Any] = []
+
+class RowOutput:
+    """Collects a group's output rows; with `audit`, the operator's notifications too.
+
+    Kinds: R (a result value), W (a watermark); audit only: I (a call of the function, `attempt`),
+    T (the timeout handler ran), F (the operator failed, `reason`), E (end of input processed).
+    `seq` is the input record's number in its group (0, 1, ...), `at` the loop time in seconds.
+    """
+
+    def __init__(self, group: Any, loop: asyncio.AbstractEventLoop, audit: bool) -> None:
+        self.group = group
+        self.loop = loop
+        self.audit = audit
+        self.rows: list[OutRow] = []
+
+    def _add(self, kind: str, ts: Any = None, value: Any = None, seq: Any = None, attempt: Any = None,
+             reason: Any = None) -> None:
+        self.rows.append((self.group, kind, ts, value, seq, attempt, self.loop.time(), reason))
 
     def emit(self, record: Record, value: Any) -> None:
-        self.kinds.append("R")
-        self.ts.append(record.timestamp)
-        self.values.append(value)
+        self._add("R", record.timestamp, value, record.key)
 
     def watermark(self, timestamp: int) -> None:
-        self.kinds.append("W")
-        self.ts.append(timestamp)
-        self.values.append(None)
+        self._add("W", timestamp)
 
     def status(self, idle: bool) -> None:
         pass
 
     def invoked(self, record: Record, attempt: int) -> None:
-        pass
+        if self.audit:
+            self._add("I", seq=record.key, attempt=attempt)
 
     def timed_out(self, record: Record) -> None:
-        pass
+        if self.audit:
+            self._add("T", seq=record.key)
 
     def checkpoint(self, id: int, snapshot: list[Stored]) -> None:
         pass
 
     def failed(self, record: Record | None, reason: str, error: BaseException | None) -> None:
-        pass
+        if self.audit:
+            self._add("F", seq=None if record is None else record.key, reason=reason)
 
     def finished(self) -> None:
-        pass
+        if self.audit:
+            self._add("E")
 
-    def take(self) -> tuple[list[str], list[int | None], list[Any]]:
-        out = (self.kinds, self.ts, self.values)
-        self.kinds, self.ts, self.values = [], [], []
+    def take(self) -> list[OutRow]:
+        out, self.rows = self.rows, []
         return out
 
 
-class LoopDriver:
-    """Runs the operator on an event loop until a condition holds (or the task fails)."""
+# An input row: (kind, ts, value, at)
+InRow = tuple[str, Any, Any, Any]
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fn: AsyncFn,
-                 config: OperatorConfig):
-        self.loop = loop
-        self.output = RowOutput()
+
+class _Group:
+    """One operator: its input buffer and the coroutine that feeds it (`_GroupedRun.feed`)."""
+
+    def __init__(self, key: Any, loop: asyncio.AbstractEventLoop, fn: AsyncFn, config: OperatorConfig,
+                 audit: bool):
+        self.key = key
+        self.buffer: deque[InRow] = deque()
+        self.output = RowOutput(key, loop, audit)
         self.service = CoroutineService(loop, fn)
-        self._waiter: asyncio.Future | None = None
+        self.progress = asyncio.Event()
         self.op = AsyncWaitOperator(config, LoopTimers(loop), self.service, self.output,
-                                    on_progress=self._wake)
+                                    on_progress=self.progress.set)
         self.service.operator = self.op
+        self.seq = 0
+        self.ended = False  # end of input pushed
+        self.task: asyncio.Task | None = None
 
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
 
-    async def _until(self, cond: Callable[[], bool]) -> None:
-        while self.op.alive and not cond():
-            self._waiter = self.loop.create_future()
-            await self._waiter
+class _GroupedRun:
+    """The operators of one Spark task (one per group) on one event loop.
 
-    def run_until(self, cond: Callable[[], bool]) -> None:
-        self.loop.run_until_complete(self._until(cond))
-        f = self.op.failure
-        if f is not None:
-            what = "the input" if f.record is None else f"the stream element {f.record.value!r}"
-            raise AsyncFunctionFailed(f"AIO-23: could not complete {what} ({f.reason})") from f.error
+    Input rows are dispatched to their group's buffer; each group's feeder pushes them into its
+    operator: at once while nothing waits in the operator's input channel (backpressure, AIO-7), or,
+    with arrival times, when the loop's clock reaches the row's time.  A row of kind "E" is end of
+    input for its group; the end of the task's input is end of input for every group (AIO-42).
+    """
+
+    def __init__(self, fn: AsyncFn, config_for: Callable[[Any], OperatorConfig],
+                 loop: asyncio.AbstractEventLoop, audit: bool, on_failure: str):
+        self.fn, self.config_for, self.loop = fn, config_for, loop
+        self.audit, self.on_failure = audit, on_failure
+        self.groups: dict[Any, _Group] = {}
+        self.closed = False  # no more input rows
+
+    def group(self, key: Any) -> _Group:
+        g = self.groups.get(key)
+        if g is None:
+            g = self.groups[key] = _Group(key, self.loop, self.fn, self.config_for(key), self.audit)
+            g.task = self.loop.create_task(self.feed(g))
+        return g
+
+    def add(self, key: Any, row: InRow) -> None:
+        g = self.group(key)
+        g.buffer.append(row)
+        g.progress.set()
+
+    async def _sleep_until(self, at: float) -> None:
+        fut = self.loop.create_future()
+        self.loop.call_at(at, _resolve, fut)
+        await fut
+
+    async def _wait(self, g: _Group) -> None:
+        g.progress.clear()
+        await g.progress.wait()
+
+    async def feed(self, g: _Group) -> None:
+        op = g.op
+        while op.alive and not g.ended:
+            if not g.buffer:
+                if self.closed:
+                    break
+                await self._wait(g)
+                continue
+            kind, ts, value, at = g.buffer[0]
+            if at is not None and self.loop.time() < at:
+                await self._sleep_until(at)
+                continue
+            if at is None and op.pending_input > 0:
+                await self._wait(g)  # AIO-7: the input waits while the channel is blocked
+                continue
+            g.buffer.popleft()
+            if kind == "E":
+                g.ended = True
+                op.push(EndOfInput())
+            elif kind == "W":
+                op.push(Watermark(ts if ts is not None else 0))
+            else:
+                op.push(Record(g.seq, value, ts))
+                g.seq += 1
+        if op.alive and not g.ended:
+            g.ended = True
+            op.push(EndOfInput())  # AIO-42: the end of the partition is end of input
+        while op.alive and not op.finished:
+            await self._wait(g)
+
+    def _failure(self) -> None:
+        if self.on_failure != "fail":
+            return
+        for g in self.groups.values():
+            f = g.op.failure
+            if f is not None:
+                what = "the input" if f.record is None else f"the stream element {f.record.value!r}"
+                raise AsyncFunctionFailed(f"AIO-23: could not complete {what} ({f.reason})") from f.error
+
+    async def _until_buffers_taken(self) -> None:
+        for g in list(self.groups.values()):
+            while g.buffer and g.op.alive and not g.task.done():  # type: ignore[union-attr]
+                await self._wait(g)
+                if self.on_failure == "fail" and any(x.op.failure for x in self.groups.values()):
+                    return
+
+    async def _until_done(self) -> None:
+        for g in list(self.groups.values()):
+            await g.task  # type: ignore[misc]
+            if self.on_failure == "fail" and g.op.failure is not None:
+                return
+
+    def run(self, until: str) -> list[OutRow]:
+        """Run the loop until every buffered row is taken ("taken") or every group is done ("done")."""
+        if until == "done":
+            self.closed = True
+            for g in self.groups.values():
+                g.progress.set()
+        self.loop.run_until_complete(self._until_done() if until == "done" else self._until_buffers_taken())
+        self._failure()
+        return [r for g in self.groups.values() for r in g.output.take()]
 
     def close(self) -> None:
-        self.op.close()
+        for g in self.groups.values():
+            g.op.close()
         pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
         for t in pending:
             t.cancel()
@@ -237,91 +426,165 @@ class LoopDriver:
             self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
-def run_operator(rows: Iterator[tuple[str, int | None, Any]], fn: AsyncFn,
-                 config: OperatorConfig, flush_every: int = 10_000
-                 ) -> Iterator[tuple[list[str], list[int | None], list[Any]]]:
-    """Drive one operator over (kind, ts, value) rows on a fresh event loop; yield output chunks.
+def _resolve(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
-    Rows are pushed in groups of `flush_every`; the loop runs until the group is admitted,
-    then the output so far is yielded.  At the end, end of input drains the queue (AIO-42).
+
+def run_groups(rows: Iterator[tuple[Any, InRow]], fn: AsyncFn, config_for: Callable[[Any], OperatorConfig],
+               *, loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+               audit: bool = False, on_failure: str = "fail", flush_every: int = 10_000,
+               read_all: bool = False) -> Iterator[list[OutRow]]:
+    """Drive one operator per group over (group, (kind, ts, value, at)) rows on one event loop.
+
+    Rows are dispatched in chunks of `flush_every` (all of them first with `read_all`, which arrival
+    times need); the loop runs until each chunk is taken in, then the output so far is yielded.  At
+    the end, end of input drains every group's queue (AIO-42).
     """
-    # select() sleeps to the microsecond; epoll rounds every wait up to a whole millisecond,
-    # which adds ~0.5 ms to each call's time in the queue (10 ms services lose ~5% of throughput).
-    loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
-    driver = LoopDriver(loop, fn, config)
-    op = driver.op
+    loop = (loop_factory or wall_clock_loop)()
+    run = _GroupedRun(fn, config_for, loop, audit, on_failure)
     try:
-        seq = 0
-        pushed = 0
-        for kind, ts, value in rows:
-            if kind == "W":
-                op.push(Watermark(ts if ts is not None else 0))
-            else:
-                op.push(Record(seq, value, ts))
-                seq += 1
-            pushed += 1
-            if pushed % flush_every == 0:
-                driver.run_until(lambda: op.pending_input == 0)
-                yield driver.output.take()
-        op.push(EndOfInput())
-        driver.run_until(lambda: op.finished)
-        yield driver.output.take()
+        n = 0
+        for key, row in rows:
+            run.add(key, row)
+            n += 1
+            if not read_all and n % flush_every == 0:
+                yield run.run("taken")
+        yield run.run("done")
     finally:
-        driver.close()
+        run.close()
         loop.close()
 
 
-def _arrow_task(batches: Iterator[Any], *, fn: AsyncFn, config: OperatorConfig,
-                value_col: str, kind_col: str | None, ts_col: str | None, value_type: Any
-                ) -> Iterator[Any]:
-    """The Spark task (mapInArrow): one event loop and one operator per partition."""
+def run_operator(rows: Iterator[tuple[str, int | None, Any]], fn: AsyncFn,
+                 config: OperatorConfig, flush_every: int = 10_000
+                 ) -> Iterator[tuple[list[str], list[int | None], list[Any]]]:
+    """Drive one operator over (kind, ts, value) rows on a fresh wall-clock loop; yield output chunks
+    (kinds, timestamps, values).  At the end, end of input drains the queue (AIO-42)."""
+    grouped = ((None, (kind, ts, value, None)) for kind, ts, value in rows)
+    for chunk in run_groups(grouped, fn, lambda _: config, flush_every=flush_every):
+        yield [r[1] for r in chunk], [r[2] for r in chunk], [r[3] for r in chunk]
+
+
+# --------------------------------------------------------------------------
+# The Spark task and the API
+# --------------------------------------------------------------------------
+
+AUDIT_COLUMNS = "seq long, attempt long, at double, reason string"
+ON_FAILURE = ("fail", "report")
+
+
+def _arrow_task(batches: Iterator[Any], *, fn: AsyncFn, config_for: Callable[[Any], OperatorConfig],
+                value_col: str, kind_col: str | None, ts_col: str | None, group_col: str | None,
+                arrival_col: str | None, value_type: Any, group_type: Any, audit: bool, on_failure: str,
+                loop_factory: Callable[[], asyncio.AbstractEventLoop] | None) -> Iterator[Any]:
+    """The Spark task (mapInArrow): one event loop, one operator per group of the partition."""
     import pyarrow as pa
 
-    schema = pa.schema([("kind", pa.string()), ("ts", pa.int64()), ("value", value_type)])
+    fields = ([(group_col, group_type)] if group_col else []) + [
+        ("kind", pa.string()), ("ts", pa.int64()), ("value", value_type)]
+    if audit:
+        fields += [("seq", pa.int64()), ("attempt", pa.int64()), ("at", pa.float64()),
+                   ("reason", pa.string())]
+    schema = pa.schema(fields)
+    width = 8 if audit else 4
 
-    def rows() -> Iterator[tuple[str, int | None, Any]]:
+    def rows() -> Iterator[tuple[Any, InRow]]:
         for b in batches:
             n = b.num_rows
             values = b.column(value_col).to_pylist()
             kinds = b.column(kind_col).to_pylist() if kind_col else ["R"] * n
             ts = b.column(ts_col).to_pylist() if ts_col else [None] * n
-            yield from zip(kinds, ts, values)
+            groups = b.column(group_col).to_pylist() if group_col else [None] * n
+            at = b.column(arrival_col).to_pylist() if arrival_col else [None] * n
+            for row in zip(groups, kinds, ts, values, at):
+                yield row[0], row[1:]
 
-    for kinds, ts, values in run_operator(rows(), fn, config):
-        if kinds:
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(kinds, pa.string()), pa.array(ts, pa.int64()), pa.array(values, value_type)],
-                schema=schema)
+    for chunk in run_groups(rows(), fn, config_for, loop_factory=loop_factory, audit=audit,
+                            on_failure=on_failure, read_all=arrival_col is not None):
+        if chunk:
+            columns = list(zip(*chunk))[0 if group_col else 1:width]
+            yield pa.RecordBatch.from_arrays([pa.array(list(c), f.type) for c, f in zip(columns, schema)],
+                                             schema=schema)
+
+
+ARROW_TYPES = ("long", "bigint", "int", "double", "float", "string", "boolean", "binary")
+
+
+def _arrow_type(name: str) -> Any:
+    import pyarrow as pa
+
+    return {"long": pa.int64(), "bigint": pa.int64(), "int": pa.int32(), "double": pa.float64(),
+            "float": pa.float32(), "string": pa.string(), "boolean": pa.bool_(), "binary": pa.binary()}[name]
+
+
+def _same_config(config: OperatorConfig, group: Any) -> OperatorConfig:
+    return config
 
 
 def async_map(df: Any, fn: AsyncFn, *, capacity: int = 100, ordered: bool = True,
               timeout: float | None = None, on_timeout: str | list | Callable[[Any], list | None] = "fail",
               retry: RetryStrategy | None = None, value_col: str = "value", kind_col: str | None = "kind",
-              ts_col: str | None = "ts", result_type: str = "long") -> Any:
+              ts_col: str | None = "ts", result_type: str = "long", group_col: str | None = None,
+              group_config: Callable[[Any], OperatorConfig] | None = None, arrival_col: str | None = None,
+              loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None, audit: bool = False,
+              on_failure: str = "fail") -> Any:
     """Apply the async function `fn` to every record of `df` through an async wait operator.
+
+    Works on a batch or a streaming DataFrame alike (`mapInArrow`, a narrow transformation: in a
+    streaming query every micro-batch's partition is one task, whose end is end of input, AIO-42).
 
     `timeout` (seconds, None = no timeout) runs from admission over all retries (AIO-26);
     `on_timeout` is "fail" (the task fails), "ignore" (wait for the call), a list (the result)
     or a function value -> list (None: wait for the call).  `retry` comes from
     `retry_strategy(...)` and needs a timeout (AIO-3).  Raises ValueError for an invalid
     configuration (AIO-1, AIO-3) before any Spark job runs.
+
+    Further options:
+
+    * `group_col`: one operator per value of that column (its own queue and capacity; records of a
+      group in input order) instead of one per partition; the output starts with that column.
+      `group_config(group)` may give a group its own configuration (`operator_config(...)`).
+    * `arrival_col` (double, seconds on the loop's clock): a row enters its operator when the
+      loop's clock reaches it (a replay at a recorded pace); the whole partition is read first.
+      With it, a row of kind "E" is end of input for its group.
+    * `loop_factory`: makes each task's event loop (default `wall_clock_loop`); with
+      `virtual_time_loop` time is simulated and a run is deterministic when `fn` is.
+    * `audit=True`: the output also has the columns `seq` (the record's number in its group),
+      `attempt`, `at` (loop time, seconds) and `reason`, and rows for the operator's notifications:
+      I (a call, AIO-33), T (a timeout, AIO-27), F (a failure, AIO-23), E (finished, AIO-42).
+    * `on_failure`: "fail" (default: a failure fails the Spark task, AIO-23) or "report" (needs
+      `audit`: the failed group's operator stops at once, AIO-58, and an F row reports it; the
+      other groups and the task go on).
     """
     if not inspect.iscoroutinefunction(fn):
         raise TypeError("async_map: fn must be an `async def` function taking a value and returning a list")
     config = operator_config(capacity=capacity, ordered=ordered, timeout=timeout, on_timeout=on_timeout,
                              retry=retry)
-    import pyarrow as pa
-
-    arrow_types = {"long": pa.int64(), "bigint": pa.int64(), "int": pa.int32(), "double": pa.float64(),
-                   "float": pa.float32(), "string": pa.string(), "boolean": pa.bool_(), "binary": pa.binary()}
-    if result_type not in arrow_types:
-        raise ValueError(f"async_map: result_type must be one of {sorted(arrow_types)}, not {result_type!r}")
+    if result_type not in ARROW_TYPES:
+        raise ValueError(f"async_map: result_type must be one of {sorted(ARROW_TYPES)}, not {result_type!r}")
+    if on_failure not in ON_FAILURE:
+        raise ValueError(f"async_map: on_failure must be one of {ON_FAILURE}, not {on_failure!r}")
+    if on_failure == "report" and not audit:
+        raise ValueError("async_map: on_failure='report' needs audit=True (the F rows report failures)")
     columns = set(df.columns)
-    if value_col not in columns:
-        raise ValueError(f"async_map: no column {value_col!r} in {sorted(columns)}")
-    value_type = arrow_types[result_type]
+    for name, col in (("value_col", value_col), ("group_col", group_col), ("arrival_col", arrival_col)):
+        if col is not None and col not in columns:
+            raise ValueError(f"async_map: {name}: no column {col!r} in {sorted(columns)}")
+    group_type = None
+    prefix = ""
+    if group_col is not None:
+        type_name = df.schema[group_col].dataType.simpleString()
+        if type_name not in ARROW_TYPES:
+            raise ValueError(f"async_map: group_col {group_col!r} must be one of {sorted(ARROW_TYPES)}, "
+                             f"not {type_name}")
+        group_type = _arrow_type(type_name)
+        prefix = f"{group_col} {type_name}, "
     task = functools.partial(
-        _arrow_task, fn=fn, config=config, value_col=value_col,
-        kind_col=kind_col if kind_col in columns else None,
-        ts_col=ts_col if ts_col in columns else None, value_type=value_type)
-    return df.mapInArrow(task, f"kind string, ts long, value {result_type}")
+        _arrow_task, fn=fn, config_for=group_config or functools.partial(_same_config, config),
+        value_col=value_col, kind_col=kind_col if kind_col in columns else None,
+        ts_col=ts_col if ts_col in columns else None, group_col=group_col, arrival_col=arrival_col,
+        value_type=_arrow_type(result_type), group_type=group_type, audit=audit, on_failure=on_failure,
+        loop_factory=loop_factory)
+    schema = f"{prefix}kind string, ts long, value {result_type}" + (f", {AUDIT_COLUMNS}" if audit else "")
+    return df.mapInArrow(task, schema)
