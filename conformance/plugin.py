@@ -58,7 +58,7 @@ import time
 import traceback
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -407,6 +407,7 @@ class _State:
         self.report_path: str | None = None
         self.seconds = 0.0  # wall time of the properties that ran schedules through the adapter
         self.through_adapter = 0  # schedules they ran
+        self.per_area: dict[str, list[float]] = {}  # area -> [schedules, seconds] (single-area properties)
         self.startup = 0.0  # the adapter's prepare()
         self.corpus: Path | None = None  # the counterexamples replayed (conformance/corpus.py)
         self.corpus_option: str | None = None  # --corpus
@@ -434,6 +435,11 @@ class _State:
         if props.get("conformance_adapter_schedules") and report.when == "call":
             self.seconds += report.duration
             self.through_adapter += int(props["conformance_adapter_schedules"])
+            own = props.get("conformance_areas", [])
+            if len(own) == 1:
+                tally = self.per_area.setdefault(own[0], [0, 0.0])
+                tally[0] += int(props["conformance_adapter_schedules"])
+                tally[1] += report.duration
         result = None
         if report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2])
@@ -841,6 +847,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         item.user_properties.append(("conformance_adapter_schedules",
                                      conformance.through_adapter[item.nodeid]))
         item.user_properties.append(("conformance_coverage", conformance.tally.to_json()))
+        item.user_properties.append(("conformance_areas", item_areas(item)))
         conformance.tally, conformance.examples = Tally(), 0
         if item.nodeid in conformance.found_after:
             item.user_properties.append(("conformance_found_after", conformance.found_after[item.nodeid]))
@@ -919,6 +926,19 @@ def _per_property(state: _State) -> dict[str, tuple[int, int, list[str]]]:
     return out
 
 
+def _rate(n: float, secs: float) -> str:
+    return f"{n / secs:.0f}" if n >= 10 * secs else f"{n / secs:.2f}"  # slow engines: 0.42, not 0
+
+
+def _area_rates(per_area: Mapping[str, list[float]]) -> list[str]:
+    """Throughput per area, of the properties of one area each (bench/ compares them across adapters)."""
+    if len(per_area) < 2:
+        return []
+    return ["throughput per area: " + "; ".join(
+        f"{area} {int(n)} in {secs:.1f} s ({_rate(n, secs)}/s)"
+        for area, (n, secs) in sorted(per_area.items()) if secs > 0)]
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_KEY, None)
     if state is None or not state.results:
@@ -932,10 +952,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"{prop} [{shown}]: {n} schedules{each}")
         if state.seconds > 0:
             n, secs = state.through_adapter, state.seconds
-            rate = f"{n / secs:.0f}" if n >= 10 * secs else f"{n / secs:.2f}"  # slow engines: 0.42, not 0
+            rate = _rate(n, secs)
             tr.write_line(f"throughput: {n} distinct schedules drawn, run by the adapter and checked in "
                           f"{secs:.1f} s, {rate} per second (the wall time of the properties that "
                           f"ran them; the adapter started in {state.startup:.1f} s before them)")
+            for line in _area_rates(state.per_area):
+                tr.write_line(line)
     if state.unsupported():
         tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")
         for result in state.unsupported():
@@ -969,6 +991,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 report = V.report_json(str(state.spec), state.areas, verdicts, state.results.values(),
                                        state.run)
                 report["coverage"] = state.tally.to_json()
+                report["throughput"] = {area: {"schedules": int(n), "seconds": round(secs, 1)}
+                                        for area, (n, secs) in sorted(state.per_area.items())}
                 json.dump(report, fh, indent=2)
         if V.run_fails(verdicts, state.strict) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --strict: a stale expected failure

@@ -91,7 +91,7 @@ def test_running_the_suite_without_an_adapter_is_a_usage_error(pytester: pytest.
     err = result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + err
     assert "the conformance suite needs an adapter: --adapter NAME" in err, err
-    assert "pyflink, pyspark, pyspark-local, reference, spark-native" in err, err
+    assert "pyflink, pyspark, pyspark-local, pyspark-stream, reference, spark-native" in err, err
 
 
 def test_the_suite_applies_its_settings_to_its_own_properties_only(pytester: pytest.Pytester,

@@ -104,7 +104,7 @@ def test_unknown_adapter_gives_one_line_and_nonzero_exit(run_suite) -> None:  # 
     err = [line for line in result.stderr.lines if line.strip()]
     assert len(err) == 1, err
     assert err[0].startswith("conformance: cannot load adapter 'no_such_adapter'")
-    assert "pyspark, pyspark-local, reference" in err[0]
+    assert "pyspark, pyspark-local, pyspark-stream, reference" in err[0]
 
 
 def test_adapter_load_error_gives_one_line_and_nonzero_exit(run_suite) -> None:  # type: ignore[no-untyped-def]
