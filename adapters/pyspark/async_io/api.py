@@ -160,6 +160,7 @@ class _VirtualSelector(selectors.BaseSelector):
     def __init__(self) -> None:
         self._inner = selectors.SelectSelector()
         self.now = 0.0
+        self.on_stuck: Callable[[], bool] | None = None
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         return self._inner.register(fileobj, events, data)
@@ -181,6 +182,8 @@ class _VirtualSelector(selectors.BaseSelector):
         if ready or timeout == 0:
             return ready
         if timeout is None:
+            if self.on_stuck is not None and self.on_stuck():
+                return []  # the handler made something ready
             raise RuntimeError("virtual_time_loop: every task waits and no timer is set (a deadlock)")
         self.now += timeout  # idle: jump to the next timer
         return []
@@ -188,11 +191,24 @@ class _VirtualSelector(selectors.BaseSelector):
 
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """An asyncio loop on a virtual clock starting at 0 s: when nothing is ready it jumps to the next
-    timer instead of sleeping, so `asyncio.sleep(60)` takes no wall time.  Deterministic."""
+    timer instead of sleeping, so `asyncio.sleep(60)` takes no wall time.  Deterministic.
+
+    When nothing is ready and no timer is set, nothing can ever happen again: the loop calls
+    `on_stuck` (async_map closes the operators that can never finish, see `async_map`), and raises
+    RuntimeError if there is none or it changed nothing.
+    """
 
     def __init__(self) -> None:
         self._virtual = _VirtualSelector()
         super().__init__(self._virtual)
+
+    @property
+    def on_stuck(self) -> Callable[[], bool] | None:
+        return self._virtual.on_stuck
+
+    @on_stuck.setter
+    def on_stuck(self, handler: Callable[[], bool] | None) -> None:
+        self._virtual.on_stuck = handler
 
     def time(self) -> float:
         return self._virtual.now
@@ -332,6 +348,18 @@ class _GroupedRun:
         self.audit, self.on_failure = audit, on_failure
         self.groups: dict[Any, _Group] = {}
         self.closed = False  # no more input rows
+        if isinstance(loop, VirtualTimeLoop):
+            loop.on_stuck = self._stuck
+
+    def _stuck(self) -> bool:
+        """Virtual time, nothing can happen any more: an operator still waiting can never finish (for
+        example end of input queued behind a record whose stalled call is never made again, AIO-37);
+        it is closed without finishing (no E row)."""
+        stuck = [g for g in self.groups.values() if self.closed and g.op.alive and not g.op.finished]
+        for g in stuck:
+            g.op.close()
+            g.progress.set()
+        return bool(stuck)
 
     def group(self, key: Any) -> _Group:
         g = self.groups.get(key)
@@ -549,7 +577,9 @@ def async_map(df: Any, fn: AsyncFn, *, capacity: int = 100, ordered: bool = True
       loop's clock reaches it (a replay at a recorded pace); the whole partition is read first.
       With it, a row of kind "E" is end of input for its group.
     * `loop_factory`: makes each task's event loop (default `wall_clock_loop`); with
-      `virtual_time_loop` time is simulated and a run is deterministic when `fn` is.
+      `virtual_time_loop` time is simulated and a run is deterministic when `fn` is.  On virtual
+      time an operator that can never finish after the end of the input (nothing left to happen)
+      is closed without an E row, where a wall-clock task would wait forever.
     * `audit=True`: the output also has the columns `seq` (the record's number in its group),
       `attempt`, `at` (loop time, seconds) and `reason`, and rows for the operator's notifications:
       I (a call, AIO-33), T (a timeout, AIO-27), F (a failure, AIO-23), E (finished, AIO-42).
