@@ -958,6 +958,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                           f"ran them; the adapter started in {state.startup:.1f} s before them)")
             for line in _area_rates(state.per_area):
                 tr.write_line(line)
+        if state.conformance is not None and hasattr(state.conformance.adapter, "summary"):
+            for line in state.conformance.adapter.summary():
+                tr.write_line(f"{state.spec}: {line}")
     if state.unsupported():
         tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")
         for result in state.unsupported():

@@ -55,7 +55,9 @@ class Adapter(Protocol):
     `run_batch` is called from one thread at a time (from up to `concurrent_jobs` threads when the
     adapter declares more than one), not always the main thread.  An optional
     method `prepare()`, called once before the first batch, starts the engine (the suite reports
-    how long it took, apart from the properties); it may raise AdapterError.
+    how long it took, apart from the properties); it may raise AdapterError.  An optional method
+    `summary()` returns lines the suite prints at the end of the run (for example the failures an
+    engine injected into itself while it ran the schedules).
     """
 
     name: str

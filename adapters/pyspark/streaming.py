@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from flink_semantics.adapters import version
+from flink_semantics.adapters.pyspark import chaos
 from flink_semantics.adapters.pyspark.runtime import capabilities as engine_capabilities
 from flink_semantics.adapters.pyspark.runtime import scratch_dir
 from flink_semantics.spec.adapter import SCRIPTED
@@ -93,6 +94,11 @@ class PySparkStreamAdapter:
         self.spark = spark
         self._owns_root = store_dir is None
         self.root = Path(store_dir) if store_dir else scratch_dir("pyspark-stream-")
+        # The fault runs (chaos.py): the share of tasks failed mid-micro-batch, and the failures
+        # injected so far, per area.
+        self.task_failure_share = chaos.share_from_env()
+        self.injected: dict[str, int] = defaultdict(int)
+        self.calls = 0
 
     def _session(self) -> Any:
         if self.spark is None:
@@ -121,15 +127,27 @@ class PySparkStreamAdapter:
         for area, indices in by_area.items():
             root = self.root / f"{area}-{uuid.uuid4().hex}"
             root.mkdir(parents=True)
+            self.calls += 1
+            chaos.arm(root, self.task_failure_share, seed=self.calls)
             try:
                 got = stream_module(area).run_many(self._session(), [schedules[i] for i in indices], root)
             finally:
+                self.injected[area] += chaos.injected(root)
                 shutil.rmtree(root, ignore_errors=True)
             if len(got) != len(indices):
                 raise RuntimeError(f"{area}.stream.run_many returned {len(got)} traces "
                                    f"for {len(indices)} schedules")
             traces.update(zip(indices, got))
         return [traces[i] for i in range(len(schedules))]
+
+    def summary(self) -> list[str]:
+        """What the suite prints at the end (spec/adapter.py): the task failures injected."""
+        if not self.task_failure_share:
+            return []
+        per_area = ", ".join(f"{area} {n}" for area, n in sorted(self.injected.items()))
+        return [f"task failures injected mid-micro-batch ({chaos.ENV}={self.task_failure_share}): "
+                f"{sum(self.injected.values())} ({per_area}); every trace is still compared with the "
+                "reference's"]
 
     def close(self) -> None:
         if self._owns_root:
