@@ -13,6 +13,13 @@ output gives the median, min and max over the runs, and the machine's load befor
     python bench/async_io.py [--runs 5] [--records 20000] [--partitions 1] [--capacity 100]
                              [--latency 0.010] [--target 0.90] [--strict]
 
+    python bench/async_io.py --stream [--schedules 500] [--runs 3]
+
+`--stream` measures instead the conformance schedules per second through streaming queries: N
+schedules drawn from the suite's strategies (every property's features) run through
+`async_io/stream.py`'s `run_many` (async_map in one streaming query) against the task-mode adapter
+(`PySparkAdapter.run_batch`: the operator in Spark tasks on the virtual clock of runtime.py).
+
 The exit status is 0 whenever the benchmark ran: a figure below `--target` is reported, not
 an error, unless `--strict` is given.  Not part of the test run.
 """
@@ -77,6 +84,59 @@ def bench_sync(spark: Any, records: int, partitions: int, latency: float) -> tup
     return _measure(df.mapInPandas(task, "t double"))
 
 
+def drawn_schedules(n: int, seed: int = 0) -> list[Any]:
+    """n schedules drawn as the suite's async I/O properties draw them (without checkpoints and
+    statuses, which the streaming face does not run)."""
+    import random
+
+    from flink_semantics.conformance.areas.async_io import Features, schedules
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    features = [Features(), Features(timeouts=True, errors=True, max_steps=16),
+                Features(timeouts=True, retries=True, errors=True, max_steps=18),
+                Features(errors=True, nulls=True), Features(max_capacity=3, max_steps=18)]
+    out: list[Any] = []
+
+    @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck),
+              derandomize=True)
+    @given(st.sampled_from(features).flatmap(schedules))
+    def collect(s: Any) -> None:
+        out.append(s)
+
+    collect()
+    random.Random(seed).shuffle(out)
+    return out[:n]
+
+
+def bench_stream(spark: Any, n: int, runs: int) -> int:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from flink_semantics.adapters.pyspark.adapter import PySparkAdapter
+    from flink_semantics.adapters.pyspark.async_io.stream import run_many
+
+    batch = drawn_schedules(n)
+    task_mode = PySparkAdapter(spark=spark)
+    load_before = _load()
+    run_many(spark, batch[:20], Path(tempfile.mkdtemp()))  # warm-up, not measured
+    rates: dict[str, list[float]] = {"stream (run_many)": [], "task mode (PySparkAdapter)": []}
+    for _ in range(runs):
+        root = Path(tempfile.mkdtemp())
+        t0 = time.perf_counter()
+        run_many(spark, batch, root)
+        rates["stream (run_many)"].append(len(batch) / (time.perf_counter() - t0))
+        shutil.rmtree(root, ignore_errors=True)
+        t0 = time.perf_counter()
+        task_mode.run_batch(batch)
+        rates["task mode (PySparkAdapter)"].append(len(batch) / (time.perf_counter() - t0))
+    print(f"\n{len(batch)} drawn schedules, {runs} runs; load average {load_before} before, {_load()} after")
+    for name, r in rates.items():
+        print(f"{name:<30}{statistics.median(r):>10.1f} schedules/s (min {min(r):.1f}, max {max(r):.1f})")
+    return 0
+
+
 def _load() -> str:
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -92,7 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency", type=float, default=0.010, help="service latency in seconds")
     p.add_argument("--target", type=float, default=0.90, help="expected fraction of the bound (reported)")
     p.add_argument("--strict", action="store_true", help="exit 1 when async_map's median misses the target")
+    p.add_argument("--stream", action="store_true", help="schedules/s through streaming queries (run_many)")
+    p.add_argument("--schedules", type=int, default=500, help="drawn schedules per run (--stream)")
     a = p.parse_args(argv)
+    if a.stream:
+        return bench_stream(get_spark(), a.schedules, a.runs)
 
     load_before = _load()
     spark = get_spark()
