@@ -1,87 +1,41 @@
-"""Mini-batch aggregation on Structured Streaming: a schedule of spec/mini-batch.md run as real
-streaming queries, the aggregation's accumulators in `transformWithStateInPandas` state on RocksDB,
-checkpoints as committed micro-batches, crash and restore as stopping a query and starting one from
-a copy of a checkpoint's directory.
+"""Mini-batch schedules through the public API (`api.changelog_aggregate`) on Structured Streaming,
+many schedules in one query: `run_many`, the `pyspark-stream` adapter's entry point.
 
-The mapping (one query per incarnation of the job, MB-29):
+The mapping:
 
-    source -> stage 1: groupBy(incarnation).transformWithStateInPandas -> shuffle by key
-           -> stage 2: groupBy(marker, key).transformWithStateInPandas -> foreachBatch
+* **The source** is a Python streaming data source (`flink_mini_batch_script`) reading a script the
+  driver writes: a list of micro-batches of in-band rows `(sid, seq, time, op, key, value)`, `sid`
+  the schedule's place in the batch of schedules, `seq` the step, `time` the processing time at the
+  step, `op` a change (`+I` ...) or one of the API's control ops (`watermark`, `idle`/`active`,
+  `tick` for an `advance`, `barrier` for a `checkpoint`, `end`).  The read limit is one script batch
+  per micro-batch: every micro-batch is exactly one script batch, for all schedules at once.
+* **The query** is `changelog_aggregate(src, partition_by="sid", configs={sid: ...}, order="seq",
+  time="time", markers=True)`: the job's non-keyed part keyed by `sid` (every operator of one
+  incarnation of the schedule's job, MB-4..MB-16, MB-25), the aggregation keyed by `(sid, key)`
+  (MB-17..MB-26, MB-30), each schedule with its own configuration.  Processing time is the
+  schedule's, in band: it runs on across crashes and restores, and an incarnation's clock starts at
+  its restore (a `tick` row first).
+* **Rounds.** A schedule's incarnations (the start, then each `restore` after a `crash`) are its
+  rounds: round r runs every schedule's r-th incarnation in one query, on a fresh checkpoint
+  location (`trigger(availableNow=True)`: the query stops when the script is consumed).  A
+  **crash** ends the schedule's part of its round (what its stage 1 buffered is lost with the
+  query: MB-29).  A **checkpoint** is a committed micro-batch: the `barrier` row finishes the
+  bundles (MB-13) and the micro-batch that carries it commits the state.  The micro-batches of a
+  round are aligned on checkpoints: a schedule's steps up to its j-th checkpoint fill the slots of
+  segment j, right-aligned, so that every schedule's j-th checkpoint commits in the same micro-batch
+  (segments are cut further into micro-batches of `steps_per_batch` steps, so bundles also span
+  micro-batches, in the state store).  A **restore** is the next round: each schedule's
+  accumulators are read with Spark's state data source (`api.aggregation_state`: `format("statestore")`
+  at the batch id of *its* checkpoint, in the location of the round that took it) and given to the
+  new query as `initialState`; `restore none` starts without state.  The assigner, bundles and valve
+  start afresh in the new query (MB-29).
+* **The output**: `foreachBatch` writes each micro-batch's rows to a file named by round and batch
+  id (a replayed batch overwrites its own); the driver orders each schedule's rows by `(seq, n, kpos,
+  sub)` into its trace's events.
+* **MB-2** refusals give the single `rejected` event; those schedules run no query.
 
-* **The source** is a Python streaming data source (`flink_mini_batch_script`) reading a script
-  file the driver writes: a list of micro-batches of in-band rows `(incarnation, seq, step, type,
-  key, change, value, ts, idle, ms)`, one a step (`row`, `watermark`, `status`, `advance`,
-  `checkpoint`, `end`), after a `start` row that opens the incarnation.  The offset is
-  `{"incarnation", "batch"}`: the last script batch delivered; the read limit is one script batch
-  per micro-batch, so every micro-batch is exactly one script batch.  A micro-batch ends after a
-  `checkpoint` step, after `end`, before a `crash`, and (optionally) every `steps_per_batch` steps,
-  so that bundles also span micro-batches.  Processing time is the schedule's, never the wall
-  clock: an `advance` row carries the time it advances to and the `start` row the time the
-  incarnation starts at (processing time runs on across crashes and restores).
-* **Stage 1, the job's non-keyed part at parallelism 1**, is one grouping key of
-  `transformWithStateInPandas`: the incarnation (its first step).  It runs the engine's `Pipeline`
-  (the mini-batch assigner with its timers on the in-band clock, MB-4..MB-7; in two-phase the local
-  aggregation and its bundle, MB-25; the valve, MB-8; the aggregation's bundle and its count
-  trigger, MB-9..MB-16; every operator's idle-aware output, MB-15) with the aggregation's bundle
-  function replaced: a finished bundle is not applied here but emitted, key by key in first-arrival
-  order, each key's inputs in arrival order (one-phase: the rows; two-phase: the local
-  accumulators, i.e. the partial aggregation before the shuffle, MB-25), tagged with the step that
-  finished it and its place `n` among that step's emissions.  Forwarded watermarks and statuses are
-  emitted the same way, flagged `marker` (a lane of their own: any long is a key).  Its state
-  (ValueState `job`, JSON: the clock and the pending timer, the assigner's watermarks, both bundles
-  with their counts, the valve, the outputs' idle flags) persists across micro-batches in RocksDB;
-  a new incarnation is a new grouping key with no state, so the assigner, the bundles and the valve
-  start afresh after a restore (MB-29) while Spark restores the old key's state with the rest of the
-  checkpoint (never read again).
-* **Stage 2, the aggregation**, is `groupBy("marker", "key").transformWithStateInPandas` after the
-  shuffle: ValueState `acc` (count, sum, the multiset of values as JSON: MB-30) per key.  The sums
-  are the engine's `Acc`'s, Java longs that wrap around as Flink's SUM over BIGINT does (MB-30), so
-  they fit the `long` state and output columns; no Spark SQL `sum` is involved (with ANSI mode, on
-  by default in Spark 4, it raises on overflow instead).  For each finished
-  bundle, in `(step, n)` order, it applies `finish_key` (one-phase, MB-17..MB-24; mini-batch off is
-  a bundle of one row, MB-1, MB-24) or `merge_key` (the global aggregation's final merge after the
-  shuffle, MB-26) and emits the key's changelog rows tagged `(step, n)`.  The marker lane passes
-  the markers through.  Both stages have `partitions` state partitions (`spark.sql.shuffle.partitions`
-  for the query; 1 by default, the spec's parallelism): the keys' accumulators are independent, so
-  any number gives the same trace.  With `ttl` (idle state retention) the accumulator state has
-  Spark's state TTL (one day: no state expires during a schedule, C5), which needs the
-  `ProcessingTime` time mode; what retention changes in the changelog (MB-22) is the engine's
-  `ChangelogMode`.
-* **The output**: `foreachBatch` writes each micro-batch's rows to a file named by incarnation and
-  batch id (a replayed batch overwrites its own); the driver orders all rows by `(step, n, key's
-  place in the bundle, row's place)` into the trace's events.  The keys of one bundle may come in
-  any order (MB-9); this order is the reference's.
-* **A checkpoint** is a committed micro-batch: the batch ends with the `checkpoint` row, which
-  finishes the local bundle and then the aggregation's (MB-13), so stage 2's state in that batch's
-  version is the aggregation's state at the barrier; after `processAllAvailable` the driver copies
-  the query's checkpoint directory to a retained copy for that checkpoint id.
-* **A crash** stops the query after the micro-batch before it: its output stays, the rows buffered
-  in stage 1's bundles are lost with the incarnation.  **A restore** starts a new query from a fresh
-  copy of the checkpoint's retained directory (`restore none`: an empty directory): Spark restores
-  stage 2's accumulators as of that batch, so nothing after the checkpoint is kept and nothing
-  before it is lost; the new query's source sees an offset of another incarnation and starts with
-  its own script, the steps after the restore.
-* **MB-2** refusals give the single `rejected` event without running a query.
-
-Where this departs from the pipeline's shape, and what Spark required:
-
-* The global bundle is in stage 1, before the shuffle: its count trigger (MB-10) counts the inputs
-  of every key of the task, which no keyed operator sees; so stage 1 decides when a global bundle
-  finishes and which local accumulators it holds (buffering them until then), and stage 2, after
-  the shuffle, merges them per key.
-* Two `transformWithStateInPandas` chained in one query work as they are (Append mode, no
-  watermark); nothing had to be split into two queries.  Stage 1's time mode is `None`: its timers
-  are the schedule's, carried in band.
-* Spark refuses a state TTL in the `None` time mode (`STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_
-  ASSIGN_TTL`), hence `ProcessingTime` for stage 2 with `ttl`; in that mode a query runs no-data
-  batches without end (batch ids climb with no input and `processAllAvailable` never returns), so
-  every query starts with `spark.sql.streaming.noDataMicroBatches.enabled=false`.
-* The output goes to files, not to a list on the driver: under Spark Connect the `foreachBatch`
-  function runs in a Python process of the server.
-
-No RDD API and no SparkContext, and schemas are StructTypes: it runs under Spark Connect too (the
-server must import this module).  `run_in_process` runs the same stages and micro-batches without
-Spark, for tests of the staging on many schedules.
+`run_in_process` runs the same rounds, micro-batches and stages without Spark, for fast tests of the
+planning on many schedules.  No RDD API and no SparkContext: it runs under Spark Connect too.
 """
 
 from __future__ import annotations
@@ -90,28 +44,20 @@ import functools
 import json
 import os
 import shutil
-import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flink_semantics.adapters.pyspark.mini_batch.engine import (
-    Acc,
-    BundleOperator,
-    ChangelogMode,
-    Output,
-    Pipeline,
-    ProcTimeAssigner,
-    RowTimeAssigner,
-    Settings,
-    Valve,
-    finish_key,
-    merge_key,
-    refusal,
+from flink_semantics.adapters.pyspark.mini_batch.api import (
+    MARKERS,
+    AggregationConfig,
+    aggregation_state,
+    changelog_aggregate,
+    stage_one,
+    stage_two,
 )
-from flink_semantics.adapters.pyspark.runtime import VirtualClock, VirtualTimers
+from flink_semantics.adapters.pyspark.mini_batch.engine import Acc, Settings, refusal
 from flink_semantics.adapters.pyspark.session import query_conf, struct
 from flink_semantics.spec.areas.mini_batch import (
     AdvanceStep,
@@ -124,387 +70,145 @@ from flink_semantics.spec.areas.mini_batch import (
     WatermarkStep,
     event,
 )
-from flink_semantics.spec.schedule import Event, Schedule, rejected
+from flink_semantics.spec.schedule import Event, Schedule, Trace, rejected
 
 try:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-    from pyspark.sql.streaming import StatefulProcessor
     from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
 except ImportError:  # pyspark missing: the module still imports (the adapter reports it)
-    DataSource = DataSourceStreamReader = InputPartition = StatefulProcessor = object  # type: ignore
+    DataSource = DataSourceStreamReader = InputPartition = object  # type: ignore
     SupportsTriggerAvailableNow = ReadMaxRows = object  # type: ignore
 
 FORMAT = "flink_mini_batch_script"
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-MARKERS = None  # stage 2's lane of the forwarded watermarks and statuses (`marker`), apart from every key
 RETENTION_MS = 24 * 3600 * 1000  # `ttl`: Spark's state TTL, longer than any schedule (C5)
+STEPS_PER_BATCH = 8  # the default cut of a segment into micro-batches
+SOURCE_SCHEMA = "sid long, seq long, time long, op string, key long, value long"
 
-# No nulls in the in-band columns: a long column with nulls reaches pandas as float64, which cannot
-# hold MAX (2**63 - 1) exactly.
-SOURCE_SCHEMA = ("incarnation long, seq long, step long, type string, key long, change string, "
-                 "value long, ts long, idle boolean, ms long")
-BUNDLE_SCHEMA = ("step long, n long, kpos long, pos long, type string, key long, change string, "
-                 "value long, acc string, ts long, idle boolean, marker boolean")
-OUTPUT_SCHEMA = ("step long, n long, kpos long, sub long, type string, key long, change string, "
-                 "count long, sum long, min long, max long, ts long, idle boolean")
-JOB_STATE = "job string"
-ACC_STATE = "count long, sum long, values string"
+# Capability -> why this face cannot run it: none (spec/adapter.py).
+STREAM_UNSUPPORTED: dict[str, str] = {}
 
-
-def _fields(ddl: str) -> list[tuple[str, str]]:
-    return [(name, type_) for name, type_ in (f.split() for f in ddl.split(", "))]
-
-
-def _names(ddl: str) -> list[str]:
-    return [name for name, _ in _fields(ddl)]
-
-
-_CAST: dict[str, Callable[[Any], Any]] = {"long": int, "string": str, "boolean": bool}
-
-
-def _tuples(frames: Iterable[Any], ddl: str) -> list[tuple[Any, ...]]:
-    """The rows of pandas frames as tuples of Python values (int, str, bool) in `ddl`'s order."""
-    fields = _fields(ddl)
-    names = [n for n, _ in fields]
-    casts = [_CAST[t] for _, t in fields]
-    return [tuple(c(v) for c, v in zip(casts, t))
-            for pdf in frames for t in pdf[names].itertuples(index=False, name=None)]
-
-
-def _frame(rows: list[tuple[Any, ...]], ddl: str) -> Any:
-    import pandas as pd
-
-    names = _names(ddl)
-    frame = pd.DataFrame(rows, columns=names)
-    for name in ("min", "max"):  # MIN and MAX of a result may be null: pandas' nullable Int64
-        if name in names:
-            i = names.index(name)
-            frame[name] = pd.array([r[i] for r in rows], dtype="Int64")
-    return frame
+SourceRow = tuple[int, int, int, str, int, int]  # (sid, seq, time, op, key, value)
 
 
 # --------------------------------------------------------------------------
-# In-band rows (SOURCE_SCHEMA), stage 1's rows (BUNDLE_SCHEMA), stage 2's rows (OUTPUT_SCHEMA)
-# --------------------------------------------------------------------------
-
-InBand = tuple[int, int, int, str, int, str, int, int, bool, int]
-
-
-def in_band(incarnation: int, seq: int, step: int, type_: str, key: int = 0, change: str = "",
-            value: int = 0, ts: int = 0, idle: bool = False, ms: int = 0) -> InBand:
-    return (incarnation, seq, step, type_, key, change, value, ts, idle, ms)
-
-
-def _bundle_row(step: int, n: int, type_: str, kpos: int = 0, pos: int = 0, key: int = 0,
-                change: str = "", value: int = 0, acc: str = "", ts: int = 0,
-                idle: bool = False) -> tuple[Any, ...]:
-    marker = type_ in ("watermark", "status")
-    return (step, n, kpos, pos, type_, key, change, value, acc, ts, idle, marker)
-
-
-def _lane(row: tuple[Any, ...]) -> int | None:
-    """Stage 2's grouping of a stage 1 row: its key, or MARKERS for a watermark or a status."""
-    return MARKERS if row[11] else row[5]
-
-
-# --------------------------------------------------------------------------
-# Stage 1: the non-keyed part of the job (assigner, local aggregation, valve, bundles)
-# --------------------------------------------------------------------------
-
-
-def _encode(item: Any) -> list[Any]:
-    return ["acc", item.to_json()] if isinstance(item, Acc) else ["row", item[0], item[1]]
-
-
-def _decode(d: list[Any]) -> Any:
-    return Acc.from_json(d[1]) if d[0] == "acc" else (d[1], d[2])
-
-
-class StageOne:
-    """One incarnation of the job's non-keyed part: the engine's `Pipeline` whose aggregation's
-    bundle function emits a finished bundle's inputs (stage 2 applies them) instead of applying
-    them; it is also the sink after the aggregation's output (the markers, MB-8, MB-15)."""
-
-    def __init__(self, settings: Settings, now: int, snapshot: Mapping[str, Any] | None = None):
-        self.timers = VirtualTimers(VirtualClock(now))
-        self.pipeline = Pipeline(settings, {}, self.timers, self)  # MB-29: every operator afresh
-        aggregation = self.pipeline.operators[-1]
-        assert isinstance(aggregation, BundleOperator)
-        aggregation.function = self._finished
-        self.rows: list[tuple[Any, ...]] = []
-        self.step, self.n = -1, 0
-        if snapshot is not None:
-            self._restore(snapshot)
-
-    # The sink: what the aggregation's output lets through
-    def element(self, key: int, item: Any) -> None:
-        raise AssertionError("stage 1 applies no bundle")
-
-    def watermark(self, timestamp: int) -> None:
-        self.rows.append(_bundle_row(self.step, self._next(), "watermark", ts=timestamp))
-
-    def status(self, idle: bool) -> None:
-        self.rows.append(_bundle_row(self.step, self._next(), "status", idle=idle))
-
-    def _next(self) -> int:
-        self.n += 1
-        return self.n - 1
-
-    def _finished(self, inputs: dict[int, list[Any]], out: Any) -> None:
-        """A finished bundle of the aggregation (MB-10, MB-12..MB-14): each key's inputs (MB-9, in
-        first-arrival order), rows in one-phase, local accumulators in two-phase (MB-25)."""
-        n = self._next()
-        for kpos, (key, items) in enumerate(inputs.items()):
-            for pos, item in enumerate(items):
-                if isinstance(item, Acc):
-                    self.rows.append(_bundle_row(self.step, n, "acc", kpos, pos, key,
-                                                 acc=json.dumps(item.to_json())))
-                else:
-                    kind, value = item
-                    self.rows.append(_bundle_row(self.step, n, "row", kpos, pos, key, kind, value))
-
-    def apply(self, r: InBand) -> None:
-        _, _, step, type_, key, change, value, ts, idle, ms = r
-        if step != self.step:
-            self.step, self.n = step, 0
-        if type_ == "row":
-            self.pipeline.row(key, change, value)
-        elif type_ == "watermark":
-            self.pipeline.watermark(ts)
-        elif type_ == "status":
-            self.pipeline.status(idle)
-        elif type_ == "advance":  # MB-4: the assigner's timers fire at their deadlines
-            self.timers.advance(ms - self.timers.clock.now, lambda: True)
-        elif type_ == "checkpoint":  # MB-13: the bundles finish before the barrier passes
-            self.pipeline.checkpoint()
-        elif type_ == "end":  # MB-7, MB-14
-            self.pipeline.end()
-        else:
-            raise ValueError(f"stage 1: unknown in-band row {type_!r}")
-
-    def snapshot(self) -> dict[str, Any]:
-        """What crosses micro-batches: the clock, the pending timer, and every operator's state."""
-        operators = []
-        for op in self.pipeline.operators:
-            d: dict[str, Any] = {"op": type(op).__name__}
-            if isinstance(op.out, Output):
-                d["output_idle"] = op.out.idle  # MB-15
-            if isinstance(op, ProcTimeAssigner):
-                d["current"] = op.current
-            elif isinstance(op, RowTimeAssigner):
-                d["current"], d["next"] = op.current, op.next
-            elif isinstance(op, Valve):
-                d["last"], d["idle"] = op.last, op.idle
-            elif isinstance(op, BundleOperator):
-                d["count"] = op.bundle.count
-                d["inputs"] = [[k, [_encode(i) for i in items]] for k, items in op.bundle.inputs.items()]
-            operators.append(d)
-        return {"now": self.timers.clock.now, "timers": self.timers.deadlines(), "operators": operators}
-
-    def _restore(self, s: Mapping[str, Any]) -> None:
-        self.timers.retime(s["timers"])
-        for op, d in zip(self.pipeline.operators, s["operators"], strict=True):
-            if type(op).__name__ != d["op"]:
-                raise RuntimeError(f"stage 1 restored {d['op']} into {type(op).__name__}")
-            if isinstance(op.out, Output):
-                op.out.idle = d["output_idle"]
-            if isinstance(op, ProcTimeAssigner):
-                op.current = d["current"]
-            elif isinstance(op, RowTimeAssigner):
-                op.current, op.next = d["current"], d["next"]
-            elif isinstance(op, Valve):
-                op.last, op.idle = d["last"], d["idle"]
-            elif isinstance(op, BundleOperator):
-                op.bundle.count = d["count"]
-                op.bundle.inputs = {k: [_decode(i) for i in items] for k, items in d["inputs"]}
-
-
-def stage_one(settings: Settings, saved: str | None,
-              rows: Iterable[InBand]) -> tuple[str, list[tuple[Any, ...]]]:
-    """Stage 1 on one micro-batch of an incarnation's rows (in `seq` order): the saved state (None:
-    none yet) -> the state to save and the rows for stage 2 (BUNDLE_SCHEMA)."""
-    stage = None
-    out: list[tuple[Any, ...]] = []
-    for r in sorted(rows, key=lambda r: r[1]):
-        if r[3] == "start":  # the incarnation begins at this time (MB-29: a fresh job)
-            stage = StageOne(settings, r[9])
-            continue
-        if stage is None:
-            if saved is None:
-                raise RuntimeError(f"stage 1: incarnation {r[0]} has no state and no start row")
-            snapshot = json.loads(saved)
-            stage = StageOne(settings, snapshot["now"], snapshot)
-        stage.apply(r)
-        out += stage.rows
-        stage.rows = []
-    if stage is None:
-        raise RuntimeError("stage 1: a micro-batch without rows")
-    return json.dumps(stage.snapshot()), out
-
-
-# --------------------------------------------------------------------------
-# Stage 2: the aggregation, keyed
-# --------------------------------------------------------------------------
-
-
-def stage_two(settings: Settings, key: int | None, state: Acc | None,
-              rows: Iterable[tuple[Any, ...]]) -> tuple[Acc | None, list[tuple[Any, ...]]]:
-    """Stage 2 on one micro-batch of one key's rows (BUNDLE_SCHEMA): the key's accumulator before
-    (None: no state) -> after, and its changelog rows (OUTPUT_SCHEMA), bundle by bundle in
-    `(step, n)` order.  The lane MARKERS passes the forwarded watermarks and statuses through."""
-    ordered = sorted(rows, key=lambda r: (r[0], r[1], r[3]))
-    out: list[tuple[Any, ...]] = []
-    if key is MARKERS:
-        for step, n, _, _, type_, _, _, _, _, ts, idle, _ in ordered:
-            out.append((step, n, 0, 0, type_, 0, "", 0, 0, 0, 0, ts, idle))
-        return state, out
-    mode = ChangelogMode(settings.update_before, settings.ttl)
-    per_key = merge_key if settings.enabled and settings.two_phase else finish_key  # MB-26 / MB-17, MB-24
-    bundles: dict[tuple[int, int], tuple[int, list[Any]]] = {}
-    for step, n, kpos, _, type_, _, change, value, acc, _, _, _ in ordered:
-        item = Acc.from_json(json.loads(acc)) if type_ == "acc" else (change, value)
-        bundles.setdefault((step, n), (kpos, []))[1].append(item)
-    for (step, n), (kpos, items) in bundles.items():
-        state, changes = per_key(state, items, mode)  # MB-17..MB-23 (state None: cleared, MB-23)
-        for sub, (change, (count, sum_, min_, max_)) in enumerate(changes):
-            out.append((step, n, kpos, sub, "out", key, change, count, sum_, min_, max_, 0, False))
-    return state, out
-
-
-def _acc_row(acc: Acc) -> tuple[int, int, str]:
-    return acc.count, acc.sum, json.dumps([[v, n] for v, n in acc.values.items()])
-
-
-def _acc(row: tuple[Any, ...]) -> Acc:
-    count, sum_, values = row
-    return Acc(int(count), int(sum_), {int(v): int(n) for v, n in json.loads(values)})
-
-
-class BundleProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
-    """Stage 1: one incarnation of the job's non-keyed part; ValueState `job` holds it between
-    micro-batches."""
-
-    def __init__(self, settings: Settings):
-        self.settings = settings
-
-    def init(self, handle: Any) -> None:
-        self.job = handle.getValueState("job", struct(JOB_STATE))
-
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-        saved = self.job.get()[0] if self.job.exists() else None
-        snapshot, out = stage_one(self.settings, saved, _tuples(rows, SOURCE_SCHEMA))  # type: ignore[arg-type]
-        self.job.update((snapshot,))
-        if out:
-            yield _frame(out, BUNDLE_SCHEMA)
-
-    def close(self) -> None:
-        pass
-
-
-class AggregationProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
-    """Stage 2: one key of the aggregation; ValueState `acc` holds its accumulator (MB-30)."""
-
-    def __init__(self, settings: Settings):
-        self.settings = settings
-
-    def init(self, handle: Any) -> None:
-        ttl = RETENTION_MS if self.settings.ttl else None
-        self.acc = handle.getValueState("acc", struct(ACC_STATE), ttl)
-
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-        k = MARKERS if bool(key[0]) else int(key[1])  # the grouping key (marker, key)
-        before = _acc(self.acc.get()) if self.acc.exists() else None
-        after, out = stage_two(self.settings, k, before, _tuples(rows, BUNDLE_SCHEMA))
-        if k is not MARKERS:
-            if after is None:
-                if before is not None:
-                    self.acc.clear()  # MB-23
-            else:
-                self.acc.update(_acc_row(after))
-        if out:
-            yield _frame(out, OUTPUT_SCHEMA)
-
-    def close(self) -> None:
-        pass
-
-
-# --------------------------------------------------------------------------
-# The schedule cut into incarnations and micro-batches
+# A schedule cut into incarnations (rounds) and segments (up to a checkpoint)
 # --------------------------------------------------------------------------
 
 
 @dataclass
 class Incarnation:
-    """One query: its first step (stage 1's grouping key), the checkpoint it restores (None: no
-    state), its micro-batches of in-band rows, and per batch the checkpoint it completes."""
+    """One round of a schedule: the checkpoint it restores (None: no state), its segments of in-band
+    rows (segment j ends with the j-th checkpoint's barrier, the last one maybe with none), and the
+    checkpoint ids that end them."""
 
-    start: int
-    checkpoint: int | None
-    batches: list[list[InBand]] = field(default_factory=list)
-    completes: list[int | None] = field(default_factory=list)
+    sid: int
+    restore: int | None
+    segments: list[list[SourceRow]] = field(default_factory=list)
+    checkpoints: list[int] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        """Nothing but its start: it cannot emit anything (a restore followed by a crash)."""
-        return sum(len(b) for b in self.batches) <= 1
+        """Nothing but its start: it can emit nothing and take no checkpoint."""
+        return sum(len(s) for s in self.segments) <= 1
 
 
-def plan(schedule: Schedule, steps_per_batch: int | None = None) -> list[Incarnation]:
-    """The schedule's incarnations, each cut into micro-batches: after a checkpoint, after end, at a
-    crash, and every `steps_per_batch` steps (None: never)."""
+def _row(sid: int, i: int, now: int, s: Any) -> SourceRow:
+    if isinstance(s, RowStep):
+        return (sid, i, now, s.kind, s.key, s.value)
+    if isinstance(s, WatermarkStep):
+        return (sid, i, now, "watermark", 0, s.timestamp)
+    if isinstance(s, StatusStep):
+        return (sid, i, now, "idle" if s.idle else "active", 0, 0)
+    if isinstance(s, AdvanceStep):
+        return (sid, i, now, "tick", 0, 0)  # MB-4: the assigner's timers fire up to `now`
+    if isinstance(s, CheckpointStep):
+        return (sid, i, now, "barrier", 0, s.id)  # MB-13
+    if isinstance(s, EndStep):
+        return (sid, i, now, "end", 0, 0)
+    raise ValueError(f"step {i}: not a mini-batch step: {s!r}")
+
+
+def incarnations(sid: int, schedule: Schedule) -> list[Incarnation]:
+    """The schedule's incarnations, each cut into segments at its checkpoints; the first row of each
+    a `tick` at the time it starts (its clock starts there, MB-4, MB-29)."""
     now = 0
-    incarnations: list[Incarnation] = []
-    current: Incarnation | None = Incarnation(0, None)
-    batch: list[InBand] = [in_band(0, 0, 0, "start", ms=0)]
-    seq, steps = 1, 0
-
-    def cut(completes: int | None = None) -> None:
-        nonlocal batch, steps
-        assert current is not None
-        if batch:
-            current.batches.append(batch)
-            current.completes.append(completes)
-        batch, steps = [], 0
-
+    out: list[Incarnation] = []
+    current: Incarnation | None = Incarnation(sid, None, [[(sid, -1, 0, "tick", 0, 0)]])
     for i, s in enumerate(schedule.steps):
-        if isinstance(s, RestoreStep):
-            current = Incarnation(i, s.checkpoint)
-            batch, seq, steps = [in_band(i, 0, i, "start", ms=now)], 1, 0
-            continue
         if isinstance(s, AdvanceStep):
             now += s.ms  # processing time runs on, across crashes too
-        if current is None:
-            continue  # the job is down (SCH-7: only a restore may follow a crash)
-        if isinstance(s, CrashStep):
-            cut()
-            incarnations.append(current)
+        if isinstance(s, RestoreStep):
+            current = Incarnation(sid, s.checkpoint, [[(sid, i, now, "tick", 0, 0)]])
+        elif isinstance(s, CrashStep):
+            if current is not None:
+                out.append(current)
             current = None
-            continue
-        inc = current.start
-        if isinstance(s, RowStep):
-            row = in_band(inc, seq, i, "row", key=s.key, change=s.kind, value=s.value)
-        elif isinstance(s, WatermarkStep):
-            row = in_band(inc, seq, i, "watermark", ts=s.timestamp)
-        elif isinstance(s, StatusStep):
-            row = in_band(inc, seq, i, "status", idle=s.idle)
-        elif isinstance(s, AdvanceStep):
-            row = in_band(inc, seq, i, "advance", ms=now)
-        elif isinstance(s, CheckpointStep):
-            row = in_band(inc, seq, i, "checkpoint", value=s.id)
-        elif isinstance(s, EndStep):
-            row = in_band(inc, seq, i, "end")
-        else:
-            raise ValueError(f"step {i}: not a mini-batch step: {s!r}")
-        batch.append(row)
-        seq, steps = seq + 1, steps + 1
-        if isinstance(s, CheckpointStep):
-            cut(s.id)  # the checkpoint is this micro-batch, committed
-        elif isinstance(s, EndStep) or (steps_per_batch is not None and steps >= steps_per_batch):
-            cut()
+        elif current is not None:  # input while the job is down is lost (SCH-7: only a restore follows)
+            current.segments[-1].append(_row(sid, i, now, s))
+            if isinstance(s, CheckpointStep):
+                current.checkpoints.append(s.id)
+                current.segments.append([])
     if current is not None:
-        cut()
-        incarnations.append(current)
-    return incarnations
+        out.append(current)
+    return out
+
+
+def _pieces(rows: list[SourceRow], steps_per_batch: int | None) -> list[list[SourceRow]]:
+    if not rows:
+        return []
+    n = steps_per_batch or len(rows)
+    return [rows[i:i + n] for i in range(0, len(rows), n)]
+
+
+@dataclass
+class Layout:
+    """A round's micro-batches (rows of every schedule) and, per (sid, checkpoint id), the batch id
+    whose commit is that checkpoint."""
+
+    batches: list[list[SourceRow]]
+    checkpoints: dict[tuple[int, int], int]
+
+
+def layout(round_: Sequence[Incarnation], steps_per_batch: int | None) -> Layout:
+    """Segment j of every schedule in the same slots, right-aligned, so that all j-th checkpoints
+    commit in one micro-batch; slots empty for every schedule are left out."""
+    slots: list[list[SourceRow]] = []
+    ends: dict[tuple[int, int], int] = {}  # (sid, checkpoint) -> slot
+    for j in range(max(len(inc.segments) for inc in round_)):
+        pieces = {inc.sid: _pieces(inc.segments[j], steps_per_batch)
+                  for inc in round_ if j < len(inc.segments)}
+        width = max((len(p) for p in pieces.values()), default=0)
+        base = len(slots)
+        slots += [[] for _ in range(width)]
+        for inc in round_:
+            ps = pieces.get(inc.sid, [])
+            for p, rows in enumerate(ps):
+                slots[base + width - len(ps) + p] += rows
+            if j < len(inc.checkpoints):
+                ends[(inc.sid, inc.checkpoints[j])] = base + width - 1
+    ids, batches = {}, []
+    for slot, rows in enumerate(slots):
+        if rows:
+            ids[slot] = len(batches)
+            batches.append(rows)
+    return Layout(batches, {k: ids[slot] for k, slot in ends.items()})
+
+
+def rounds(schedules: Sequence[tuple[int, Schedule]]) -> list[list[Incarnation]]:
+    """Round r: every schedule's r-th incarnation that has anything to run."""
+    per = [incarnations(sid, s) for sid, s in schedules]
+    width = max((len(p) for p in per), default=0)
+    return [[p[r] for p in per if r < len(p) and not p[r].empty] for r in range(width)]
+
+
+def config_of(schedule: Schedule) -> AggregationConfig:
+    """The API's configuration of a schedule's (spec/mini-batch.md, "Configuration fields")."""
+    c = schedule.config
+    return AggregationConfig(mini_batch=c.enabled, allow_latency_ms=c.allow_latency if c.enabled else None,
+                             bundle_size=c.size if c.enabled else None, assigner=c.assigner,
+                             two_phase=c.two_phase, update_before=c.update_before,
+                             state_ttl_ms=RETENTION_MS if c.ttl else None)
 
 
 # --------------------------------------------------------------------------
@@ -514,7 +218,9 @@ def plan(schedule: Schedule, steps_per_batch: int | None = None) -> list[Incarna
 
 @dataclass
 class ScriptPartition(InputPartition):  # type: ignore[misc,valid-type]
-    rows: list[list[Any]]
+    path: str
+    first: int
+    last: int
 
 
 def read_script(path: str) -> list[list[list[Any]]]:
@@ -522,15 +228,15 @@ def read_script(path: str) -> list[list[list[Any]]]:
         return list(json.load(fh))
 
 
-def write_script(path: Path, batches: list[list[InBand]]) -> None:
+def write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(batches), encoding="utf-8")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
     os.replace(tmp, path)
 
 
 class ScriptSource(DataSource):  # type: ignore[misc,valid-type]
-    """`spark.readStream.format("flink_mini_batch_script").option("script", path)
-    .option("incarnation", n).load()`: the script's batches, one a micro-batch."""
+    """`spark.readStream.format("flink_mini_batch_script").option("script", path).load()`: the
+    script's batches, one a micro-batch."""
 
     @classmethod
     def name(cls) -> str:
@@ -544,15 +250,14 @@ class ScriptSource(DataSource):  # type: ignore[misc,valid-type]
 
 
 class ScriptReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc,valid-type]
-    """Offsets `{"incarnation": n, "batch": i}`: the script batches up to i delivered.  An offset of
-    another incarnation (the checkpoint a restore starts from) means none of this one's yet."""
+    """Offsets `{"batch": i}`: the script batches up to i delivered."""
 
     def __init__(self, options: Mapping[str, str]):
         self.path = options["script"]
-        self.incarnation = int(options["incarnation"])
+        self.available = len(read_script(self.path))
 
     def initialOffset(self) -> dict[str, int]:
-        return {"incarnation": self.incarnation, "batch": -1}
+        return {"batch": -1}
 
     def getDefaultReadLimit(self) -> Any:
         return ReadMaxRows(1)  # the limit counts script batches: one a micro-batch
@@ -560,24 +265,19 @@ class ScriptReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
     def prepareForTriggerAvailableNow(self) -> None:
         pass  # what the script holds is available now
 
-    def _first(self, start: Mapping[str, int]) -> int:
-        return start["batch"] + 1 if start["incarnation"] == self.incarnation else 0
-
     def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
-        available = len(read_script(self.path))
-        first = self._first(start)
-        if first >= available:
+        if start["batch"] + 1 >= self.available:
             return start
-        n = limit.max_rows if isinstance(limit, ReadMaxRows) else available
-        return {"incarnation": self.incarnation, "batch": min(available, first + max(n, 1)) - 1}
+        n = limit.max_rows if isinstance(limit, ReadMaxRows) else self.available
+        return {"batch": min(self.available, start["batch"] + 1 + max(n, 1)) - 1}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
-        batches = read_script(self.path)[self._first(start):end["batch"] + 1]
-        return [ScriptPartition([r for b in batches for r in b])]  # parallelism 1
+        return [ScriptPartition(self.path, start["batch"] + 1, end["batch"])]  # parallelism 1
 
     def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
-        for r in partition.rows:
-            yield tuple(r)
+        for batch in read_script(partition.path)[partition.first:partition.last + 1]:
+            for r in batch:
+                yield tuple(r)
 
     def commit(self, end: dict[str, int]) -> None:
         pass
@@ -588,163 +288,178 @@ class ScriptReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 # --------------------------------------------------------------------------
 
 
-def write_batch(directory: str, incarnation: int, df: Any, batch_id: int) -> None:
-    """foreachBatch: the micro-batch's rows to `<incarnation>-<batch>.json` (a replay overwrites)."""
-    rows = [r.asDict() for r in df.collect()]
-    path = Path(directory) / f"{incarnation:06d}-{batch_id:06d}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(rows), encoding="utf-8")
-    os.replace(tmp, path)
+def write_batch(directory: str, round_: int, df: Any, batch_id: int) -> None:
+    """foreachBatch: the micro-batch's rows to `<round>-<batch>.json` (a replay overwrites)."""
+    write_json(Path(directory) / f"{round_:04d}-{batch_id:06d}.json", [r.asDict() for r in df.collect()])
 
 
 def events_of(rows: Iterable[Mapping[str, Any]]) -> list[Event]:
-    """Stage 2's rows as the trace's events, in (step, n, key's place, row's place) order."""
+    """One schedule's output rows as its trace's events, in (seq, n, key's place, row's place) order."""
     out = []
-    for r in sorted(rows, key=lambda r: (r["step"], r["n"], r["kpos"], r["sub"])):
+    for r in sorted(rows, key=lambda r: (r["seq"], r["n"], r["kpos"], r["sub"])):
         if r["type"] == "out":
-            out.append(event(r["step"], "out", key=r["key"], change=r["change"], count=r["count"],
+            out.append(event(r["seq"], "out", key=r["key"], change=r["op"], count=r["count"],
                              sum=r["sum"], min=r["min"], max=r["max"]))
         elif r["type"] == "watermark":
-            out.append(event(r["step"], "watermark", timestamp=r["ts"]))
+            out.append(event(r["seq"], "watermark", timestamp=r["ts"]))
         else:
-            out.append(event(r["step"], "status", idle=r["idle"]))
+            out.append(event(r["seq"], "status", idle=r["idle"]))
     return out
 
 
 # --------------------------------------------------------------------------
-# A schedule through Structured Streaming
+# Many schedules through Structured Streaming
 # --------------------------------------------------------------------------
 
 
-def _copy(source: Path, target: Path) -> None:
-    """A checkpoint directory copied (state store maintenance may rename a file under it: retry)."""
-    for attempt in range(5):
-        try:
-            shutil.copytree(source, target)
-            return
-        except (shutil.Error, FileNotFoundError):
-            shutil.rmtree(target, ignore_errors=True)
-            if attempt == 4:
-                raise
-            time.sleep(0.2)
+@dataclass
+class Taken:
+    """Where a schedule's checkpoint is: the round's checkpoint location and the committed batch."""
+
+    location: str
+    batch: int
+    ttls: tuple[int, ...]
 
 
 class StreamRun:
-    """A mini-batch schedule as streaming queries, one per incarnation; `run()` gives the events."""
+    """A batch of mini-batch schedules as one streaming query per round; `run()` gives the traces."""
 
-    def __init__(self, spark: Any, schedule: Schedule, root: Path, steps_per_batch: int | None = None,
-                 partitions: int = 1):
-        self.spark, self.schedule, self.root = spark, schedule, root
-        self.settings = Settings(**asdict(schedule.config))
+    def __init__(self, spark: Any, schedules: Sequence[Schedule], root: Path,
+                 steps_per_batch: int | None = STEPS_PER_BATCH, partitions: int = 2):
+        self.spark, self.schedules, self.root = spark, list(schedules), root
         self.steps_per_batch = steps_per_batch
         self.partitions = partitions
         self.output = root / "output"
-        self.retained = root / "checkpoints"
-        self.planned = 0  # micro-batches planned, over all queries
-        self.micro_batches = 0  # micro-batches Spark ran (foreachBatch calls), over all queries
-        self.queries: list[int] = []  # the incarnations run (their first steps)
-        self.events: list[Event] = []
+        self.taken: dict[tuple[int, int], Taken] = {}
+        self.planned = 0  # micro-batches planned, over all rounds
+        self.micro_batches = 0  # micro-batches Spark ran (foreachBatch calls), over all rounds
+        self.queries = 0
 
-    def run(self) -> list[Event]:
-        reason = refusal(self.settings)  # MB-2, a rejecting rule: no query runs
-        if reason is not None:
-            self.events = [rejected(reason)]
-            return self.events
+    def run(self) -> list[Trace]:
+        refused = {sid: refusal(Settings(**asdict(s.config))) for sid, s in enumerate(self.schedules)}
+        runnable = [(sid, s) for sid, s in enumerate(self.schedules) if refused[sid] is None]
         self.output.mkdir(parents=True, exist_ok=True)
-        self.retained.mkdir(parents=True, exist_ok=True)
-        self.spark.dataSource.register(ScriptSource)
-        for incarnation in plan(self.schedule, self.steps_per_batch):
-            if not incarnation.empty:
-                self._run(incarnation)
+        if runnable:
+            self.spark.dataSource.register(ScriptSource)
+            for r, round_ in enumerate(rounds(runnable)):
+                if round_:
+                    self._round(r, round_)
+        rows: dict[int, list[dict[str, Any]]] = {sid: [] for sid in range(len(self.schedules))}
         files = sorted(self.output.glob("*.json"))
         self.micro_batches = len(files)
-        self.events = events_of(r for p in files for r in json.loads(p.read_text(encoding="utf-8")))
-        return self.events
+        for p in files:
+            for row in json.loads(p.read_text(encoding="utf-8")):
+                rows[row["sid"]].append(row)
+        return [Trace((rejected(refused[sid]),)) if refused[sid] is not None  # MB-2: no query runs
+                else Trace(tuple(events_of(rows[sid]))) for sid in range(len(self.schedules))]
 
-    def _query(self, inc: Incarnation, script: Path, checkpoint: Path) -> Any:
-        src = (self.spark.readStream.format(FORMAT).option("script", str(script))
-               .option("incarnation", str(inc.start)).load())
-        bundles = src.groupBy("incarnation").transformWithStateInPandas(
-            BundleProcessor(self.settings), struct(BUNDLE_SCHEMA), "Append", "None")
-        time_mode = "ProcessingTime" if self.settings.ttl else "None"  # Spark's TTL needs it
-        out = bundles.groupBy("marker", "key").transformWithStateInPandas(
-            AggregationProcessor(self.settings), struct(OUTPUT_SCHEMA), "Append", time_mode)
-        sink = functools.partial(write_batch, str(self.output), inc.start)
-        with query_conf(self.spark, {"spark.sql.shuffle.partitions": str(self.partitions),
-                                "spark.sql.streaming.stateStore.providerClass": PROVIDER,
-                                "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
-            return (out.writeStream.foreachBatch(sink).queryName(f"mb_stream_{uuid.uuid4().hex[:12]}")
-                    .option("checkpointLocation", str(checkpoint)).start())
+    def _initial(self, round_: Sequence[Incarnation]) -> Any:
+        """MB-29: each restoring schedule's accumulators as of its own checkpoint's batch."""
+        from flink_semantics.adapters.pyspark.mini_batch.api import _functions
 
-    def _run(self, inc: Incarnation) -> None:
-        """One incarnation: a query from a copy of its checkpoint (or from nothing), its batches
-        appended to its script, each checkpoint's directory retained once its batch committed; the
-        query stops at its end (a crash, or the end of the schedule)."""
-        directory = self.root / f"query-{inc.start:06d}"
+        F = _functions(self.spark)
+        by_read: dict[tuple[str, int, tuple[int, ...]], list[int]] = {}
+        for inc in round_:
+            if inc.restore is not None:
+                t = self.taken[(inc.sid, inc.restore)]
+                by_read.setdefault((t.location, t.batch, t.ttls), []).append(inc.sid)
+        state = None
+        for (location, batch, ttls), sids in by_read.items():
+            part = aggregation_state(self.spark, location, batch, partition_by="sid", state_ttl_ms=ttls)
+            part = part.where(F.col("sid").isin(sids))
+            state = part if state is None else state.unionByName(part)
+        return state
+
+    def _round(self, r: int, round_: Sequence[Incarnation]) -> None:
+        """One round: a query over every schedule's incarnation, from their checkpoints' state."""
+        plan = layout(round_, self.steps_per_batch)
+        directory = self.root / f"round-{r:04d}"
         directory.mkdir()
-        checkpoint, script = directory / "checkpoint", directory / "script.json"
-        if inc.checkpoint is not None:
-            _copy(self.retained / str(inc.checkpoint), checkpoint)  # MB-29: the checkpoint's state
-        write_script(script, [])
-        query = self._query(inc, script, checkpoint)
-        self.queries.append(inc.start)
+        script, checkpoint = directory / "script.json", directory / "checkpoint"
+        write_json(script, plan.batches)
+        configs = {inc.sid: config_of(self.schedules[inc.sid]) for inc in round_}
+        ttls = tuple(sorted({c.state_ttl_ms for c in configs.values() if c.state_ttl_ms is not None}))
+        src = self.spark.readStream.format(FORMAT).option("script", str(script)).load()
+        out = changelog_aggregate(src, key="key", op="op", value="value", partition_by="sid", configs=configs,
+                                  order="seq", time="time", markers=True, initial_state=self._initial(round_))
+        sink = functools.partial(write_batch, str(self.output), r)
+        with query_conf(self.spark, {"spark.sql.shuffle.partitions": str(self.partitions),
+                                     "spark.sql.streaming.stateStore.providerClass": PROVIDER,
+                                     "spark.sql.streaming.minBatchesToRetain": str(len(plan.batches) + 10),
+                                     "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
+            query = (out.writeStream.foreachBatch(sink).trigger(availableNow=True)
+                     .option("checkpointLocation", str(checkpoint)).start())
         try:
-            for i, completes in enumerate(inc.completes):
-                write_script(script, inc.batches[:i + 1])
-                if completes is not None or i == len(inc.batches) - 1:
-                    query.processAllAvailable()
-                if completes is not None:  # MB-13: the batch with the barrier committed
-                    _copy(checkpoint, self.retained / str(completes))
-            self.planned += len(inc.batches)
+            query.awaitTermination()
         finally:
             query.stop()
+        self.queries += 1
+        self.planned += len(plan.batches)
+        for (sid, cid), batch in plan.checkpoints.items():
+            self.taken[(sid, cid)] = Taken(str(checkpoint), batch, ttls)
+
+
+def run_many(spark: Any, schedules: Sequence[Schedule], root: Path,
+             steps_per_batch: int | None = STEPS_PER_BATCH) -> list[Trace]:
+    """The traces of a batch of mini-batch schedules, in order: all of them in one streaming query
+    per round of incarnations, through `changelog_aggregate` (a refused configuration: `rejected`,
+    MB-2)."""
+    return StreamRun(spark, schedules, Path(root), steps_per_batch).run()
 
 
 def run_schedule(spark: Any, schedule: Schedule, root: Path | None = None,
-                 steps_per_batch: int | None = None, partitions: int = 1) -> list[Event]:
-    """The schedule's events through Structured Streaming (a micro-batch every `steps_per_batch`
-    steps at most; `partitions` state partitions per stage); its directories removed afterwards."""
+                 steps_per_batch: int | None = STEPS_PER_BATCH, partitions: int = 1) -> list[Event]:
+    """One schedule's events through Structured Streaming; its directories removed afterwards."""
     from flink_semantics.adapters.pyspark.runtime import scratch_dir
 
     base = Path(root) if root is not None else scratch_dir("mb-stream-")
     try:
-        return StreamRun(spark, schedule, base, steps_per_batch, partitions).run()
+        return list(StreamRun(spark, [schedule], base, steps_per_batch, partitions).run()[0].events)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def run_in_process(schedule: Schedule, steps_per_batch: int | None = None) -> list[Event]:
-    """The same incarnations, micro-batches and stages without Spark: stage 1's state per
-    incarnation and stage 2's per key carried across batches, copied at a checkpoint's batch and
-    restored from the copy, the rows grouped and shuffled as the query does."""
-    settings = Settings(**asdict(schedule.config))
-    reason = refusal(settings)
-    if reason is not None:
-        return [rejected(reason)]
-    retained: dict[int, tuple[dict[int, str], dict[int, Acc]]] = {}
-    rows: list[dict[str, Any]] = []
-    names = _names(OUTPUT_SCHEMA)
-    for inc in plan(schedule, steps_per_batch):
-        jobs, accs = ({}, {}) if inc.checkpoint is None else _copied(*retained[inc.checkpoint])
-        for batch, completes in zip(inc.batches, inc.completes):
-            by_key: dict[int | None, list[tuple[Any, ...]]] = {}
-            for incarnation in sorted({r[0] for r in batch}):
-                jobs[incarnation], mid = stage_one(settings, jobs.get(incarnation),
-                                                   [r for r in batch if r[0] == incarnation])
+# --------------------------------------------------------------------------
+# The same without Spark
+# --------------------------------------------------------------------------
+
+
+def run_in_process(schedules: Sequence[Schedule], steps_per_batch: int | None = STEPS_PER_BATCH) -> list[Trace]:
+    """The same rounds, micro-batches and stages without Spark: stage 1's state per schedule and
+    round, stage 2's per (schedule, key) carried across micro-batches, taken at each checkpoint's
+    batch and given to the round that restores it."""
+    refused = {sid: refusal(Settings(**asdict(s.config))) for sid, s in enumerate(schedules)}
+    runnable = [(sid, s) for sid, s in enumerate(schedules) if refused[sid] is None]
+    settings = {sid: config_of(s).settings() for sid, s in runnable}
+    taken: dict[tuple[int, int], dict[int, Acc]] = {}
+    rows: dict[int, list[dict[str, Any]]] = {sid: [] for sid in range(len(schedules))}
+    names = ["seq", "n", "kpos", "sub", "type", "key", "op", "count", "sum", "min", "max", "ts", "idle"]
+    for round_ in rounds(runnable):
+        if not round_:
+            continue
+        plan = layout(round_, steps_per_batch)
+        accs: dict[tuple[int, int], Acc] = {}
+        for inc in round_:
+            if inc.restore is not None:
+                accs.update({(inc.sid, k): a.copy() for k, a in taken[(inc.sid, inc.restore)].items()})
+        jobs: dict[int, str] = {}
+        for b, batch in enumerate(plan.batches):
+            lanes: dict[tuple[int, int | None], list[tuple[Any, ...]]] = {}
+            for sid in sorted({r[0] for r in batch}):
+                jobs[sid], mid = stage_one(settings[sid], jobs.get(sid), [r[1:] for r in batch if r[0] == sid])
                 for m in mid:
-                    by_key.setdefault(_lane(m), []).append(m)
-            for key, key_rows in by_key.items():
-                after, out = stage_two(settings, key, accs.get(key), key_rows)
+                    lanes.setdefault((sid, MARKERS if m[11] else m[5]), []).append(m)
+            for (sid, key), lane in lanes.items():
+                after, out = stage_two(settings[sid], key, accs.get((sid, key)) if key is not MARKERS else None,
+                                       lane)
                 if key is not MARKERS:
                     if after is None:
-                        accs.pop(key, None)
+                        accs.pop((sid, key), None)
                     else:
-                        accs[key] = after
-                rows += [dict(zip(names, o)) for o in out]
-            if completes is not None:
-                retained[completes] = _copied(jobs, accs)
-    return events_of(rows)
-
-
-def _copied(jobs: dict[int, str], accs: dict[int, Acc]) -> tuple[dict[int, str], dict[int, Acc]]:
-    return dict(jobs), {k: a.copy() for k, a in accs.items()}
+                        accs[(sid, key)] = after
+                rows[sid] += [dict(zip(names, o)) for o in out]
+            for (sid, cid), at in plan.checkpoints.items():
+                if at == b:
+                    taken[(sid, cid)] = {k: a.copy() for (s, k), a in accs.items() if s == sid}
+    return [Trace((rejected(refused[sid]),)) if refused[sid] is not None
+            else Trace(tuple(events_of(rows[sid]))) for sid in range(len(schedules))]
