@@ -1,0 +1,544 @@
+"""Flink's event-time watermarks on a Spark streaming DataFrame: `flink_watermarks`.
+
+Apache Spark has one event-time watermark per query (`withWatermark`: the maximum event time seen
+minus a delay, over all partitions, advanced between micro-batches).  Flink makes one per *split*
+(a Kafka partition, a file), combines them per *source reader* and again per downstream task, with
+idleness (a silent split must not hold the others back) and alignment (a split or reader running
+ahead of the slowest stops reading).  `flink_watermarks` gives a Spark user that, rule by rule of
+spec/watermarks.md, on their own stream of events:
+
+    from flink_semantics.adapters.pyspark.watermarks.api import WatermarkStrategy, flink_watermarks
+
+    strategy = WatermarkStrategy(readers=2, bound=5, interval=10, idleness=30)
+    out = flink_watermarks(events, strategy)          # events: a streaming DataFrame (below)
+    out.filter("kind = 'output_watermark'")            # what the downstream task's valve emits
+
+The **input** is a *source log*: a streaming DataFrame with the columns
+
+* `seq` (long, required): the order in which the rows became available (within a stream);
+* `split` (int, required): the split of a record, of `add_split` or of `finish_split`;
+* `ts` (long, required): a record's event time;
+* `value` (optional): a record's payload, passed through as a string;
+* `op` (string, optional, default `record`): `record`; `add_split` (to reader `reader`);
+  `finish_split`; `tick` (processing time advances by `ms`); `align` (an alignment round);
+  `failover` (the job failed and restarted: WM-16); `end` (the input ends: WM-15);
+* `reader` (int, optional): `add_split`'s reader;
+* `ms` (long, optional): `tick`'s advance in ms;
+* with `stream=<column>`: independent sources in one query, each with its own readers, valve and
+  (with a mapping of strategies) its own strategy.
+
+A split seen first in a record is added just before it, to reader `reader` if given and else to
+`split mod readers` (WM-4 holds from there).  **Processing time** is what the log says: a `tick`
+row moves it, and every periodic emission instant on the way fires (WM-3), so the result does not
+depend on when Spark runs the micro-batch.  Rows of one stream may come in any number of
+micro-batches: every reader's and every valve's state is kept in Spark's state store between them
+(adapters/pyspark/watermarks/snapshots.py has what is kept).
+
+The **output** (append mode) has one row per thing that happened, in order per `(stream, target)`
+by `idx`: `kind` is `record` (a reader emitted it: `split`, `ts`, `value`), `watermark` / `status`
+(a reader sent its combined watermark / IDLE or ACTIVE downstream: `reader`, `watermark` / `idle`),
+`output_watermark` / `output_status` (the valve of downstream task `target` emitted it: `watermark`
+/ `idle`), `split_finished`, `max_allowed` (the alignment coordinator's announcement, `watermark`),
+`blocked` / `unblocked` (`reader`), `paused` / `resumed` (`split`) and `restarted`.  Every row
+carries `seq` (the input row that caused it) and `current_watermark` (the valve's output so far,
+`MIN` before any): the column to filter late records by.  Records go to downstream task
+`split mod downstream`; every other row goes to every task.
+
+The pipeline: source log -> `groupBy(stream).transformWithStateInPandas(SourceProcessor)` (the
+source: its readers, each with its splits' generators, multiplexer, idleness and alignment, and the
+alignment coordinator, acting in the log's order; ValueState `source`) -> a shuffle by target ->
+`groupBy(stream, target).applyInPandasWithState(valve_group)` (the downstream task's
+`StatusWatermarkValve`; its `GroupState`).  Spark refuses two `applyInPandasWithState` in one query,
+hence `transformWithStateInPandas` for the first, which keeps its state on RocksDB: the session
+needs `spark.sql.streaming.stateStore.providerClass` = `ROCKSDB` (checked before the query starts).
+The readers of one stream are one group: the coordinator's round (spec C4) needs all of them in
+one step, and the spec orders what they do (C3); different streams run in parallel.  A `failover`
+row makes the readers start again from MIN with the splits they had and the records not read
+(WM-16) and every valve of the stream start anew; Spark's own checkpoint keeps everything else, so
+a query restarted from it goes on where it was.
+
+What it costs: two stateful operators, so each micro-batch is two shuffles' worth of tasks plus a
+Python call per stream and per (stream, target) with data in the batch; bench/watermarks.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flink_semantics.adapters.pyspark.session import struct
+from flink_semantics.adapters.pyspark.watermarks.engine import (
+    MIN,
+    AlignmentCoordinator,
+    SourceReader,
+    StatusWatermarkValve,
+)
+from flink_semantics.adapters.pyspark.watermarks.snapshots import (
+    restore_reader,
+    restore_valve,
+    snapshot_reader,
+    snapshot_valve,
+)
+from pyspark.sql.streaming import StatefulProcessor
+
+OPS = ("record", "add_split", "finish_split", "tick", "align", "failover", "end")
+LOG_SCHEMA = "stream string, seq long, op string, split int, reader int, ts long, ms long, value string"
+# What the source sends downstream, in order (`pos`) per stream.
+SENT_SCHEMA = ("stream string, pos long, seq long, kind string, reader int, split int, ts long, "
+               "watermark long, idle boolean, value string")
+OUTPUT_SCHEMA = ("stream string, target int, idx long, seq long, kind string, reader int, split int, "
+                 "ts long, watermark long, idle boolean, current_watermark long, value string")
+STATE_SCHEMA = "state string"
+PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def _need(ok: bool, parameter: str, rule: str, message: str) -> None:
+    if not ok:
+        raise ValueError(f"{parameter}: {message} ({rule})")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True)
+class WatermarkStrategy:
+    """Per split, Flink's `WatermarkStrategy.forBoundedOutOfOrderness(bound)` (punctuated or
+    periodic) `.withIdleness(idleness)` `.withWatermarkAlignment(max_drift)`, on a source of `readers`
+    parallel readers with `pipeline.auto-watermark-interval` = `interval`:
+
+    * `readers`: source readers, each an input channel of the downstream valve (WM-17..WM-21);
+    * `bound`: every split's generator gives `max ts - bound - 1` (WM-2);
+    * `interval`: periodic emission every `interval` ms of processing time, 0 for none (WM-3);
+    * `punctuated`: emit on every record instead (WM-8, spec C1);
+    * `idleness`: a split silent for that long goes idle (WM-13, WM-14), or None;
+    * `max_drift`: watermark alignment of readers and splits (WM-22..WM-26), or None;
+    * `alignment_buffer`: alignment rounds an alignment check looks back (WM-25; 0: the latest).
+
+    Invalid values raise ValueError naming the parameter and the rule, before any job runs."""
+
+    readers: int = 1
+    bound: int = 0
+    interval: int = 200
+    punctuated: bool = False
+    idleness: int | None = None
+    max_drift: int | None = None
+    alignment_buffer: int = 3
+
+    def __post_init__(self) -> None:
+        _need(_is_int(self.readers) and self.readers >= 1, "readers", "WM-17",
+              f"a source has at least one reader, each a channel of the valve, not {self.readers!r}")
+        _need(_is_int(self.bound) and self.bound >= 0, "bound", "WM-2",
+              f"the out-of-orderness bound is a non-negative integer, not {self.bound!r}")
+        _need(_is_int(self.interval) and self.interval >= 0, "interval", "WM-3",
+              f"the periodic emission interval is a non-negative integer (0: none), not {self.interval!r}")
+        _need(isinstance(self.punctuated, bool), "punctuated", "WM-8",
+              f"punctuated is a boolean, not {self.punctuated!r}")
+        _need(self.idleness is None or (_is_int(self.idleness) and self.idleness > 0), "idleness", "WM-28",
+              f"the idleness timeout is a positive duration, not {self.idleness!r}")
+        _need(self.max_drift is None or (_is_int(self.max_drift) and self.max_drift > 0), "max_drift",
+              "WM-28", f"the maximum drift is a positive duration, not {self.max_drift!r}")
+        _need(_is_int(self.alignment_buffer) and self.alignment_buffer >= 0, "alignment_buffer", "WM-25",
+              f"the alignment buffer is a non-negative integer, not {self.alignment_buffer!r}")
+
+
+# --------------------------------------------------------------------------
+# The source: readers and coordinator of one stream
+# --------------------------------------------------------------------------
+
+Row = tuple[int, int, str, int, int, int, int, bool, Any]  # SENT_SCHEMA without the stream
+
+
+class SourceStage:
+    """One stream's source: `strategy.readers` engine readers on the log's processing time, the
+    alignment coordinator, and the split -> reader map; `rows` collects what they emit and send, in
+    order (spec C3: readers act in index order, what one sends goes before the next acts)."""
+
+    def __init__(self, strategy: WatermarkStrategy, saved: Mapping[str, Any] | None):
+        self.strategy = strategy
+        self.seq = 0  # the log row being handled
+        self.rows: list[Row] = []
+        self.now = 0
+        self.next_emit: int | None = strategy.interval or None  # WM-3: from the start
+        self.reader_of: dict[int, int] = {}
+        self.closed: set[int] = set()  # splits whose end has become available
+        self.payloads: dict[int, list[Any]] = {}  # each split's values not yet read, in order
+        self.reports: dict[int, int] = {}  # the coordinator's (WM-23)
+        self.pos = 0
+        self.ended = False
+        self.readers = [self._fresh(r) for r in range(strategy.readers)]
+        if saved is not None:
+            self._restore(saved)
+
+    def _fresh(self, index: int) -> SourceReader:
+        return SourceReader(index, self.strategy, lambda: self.now, self._emit, self._send,
+                            self.strategy.max_drift is not None)
+
+    # ---- rows --------------------------------------------------------------
+
+    def _row(self, kind: str, reader: int = -1, split: int = -1, ts: int = 0, watermark: int = 0,
+             idle: bool = False, value: Any = None) -> None:
+        self.rows.append((self.pos, self.seq, kind, reader, split, ts, watermark, idle, value))
+        self.pos += 1
+
+    def _emit(self, kind: str, **f: Any) -> None:
+        if kind == "record":  # WM-1: the record goes out before its generator sees it
+            self._row(kind, split=f["split"], ts=f["ts"], value=self.payloads[f["split"]].pop(0))
+        else:  # split_finished, blocked / unblocked, paused / resumed
+            self._row(kind, reader=f.get("reader", -1), split=f.get("split", -1))
+
+    def _send(self, kind: str, **f: Any) -> None:
+        if kind == "watermark":
+            self._row(kind, reader=f["reader"], watermark=f["value"])
+        else:
+            self._row(kind, reader=f["reader"], idle=f["idle"])
+
+    # ---- the log's rows ------------------------------------------------------
+
+    def apply(self, seq: int, op: str, split: int, reader: int, ts: int, ms: int, value: Any) -> None:
+        """One row of the source log (module docstring)."""
+        self.seq = seq
+        if self.ended:
+            raise ValueError(f"row seq={seq}: {op} after end (WM-29: end is the last row)")
+        if op == "record":
+            self._record(split, reader, ts, value)
+        elif op == "add_split":
+            self._add(split, reader, seq)
+        elif op == "finish_split":
+            self._check_open(split, seq, op)
+            self.closed.add(split)
+            self.readers[self.reader_of[split]].finish_split(split)
+        elif op == "tick":
+            self._tick(ms, seq)
+        elif op == "align":
+            self._align(seq)
+        elif op == "failover":
+            self._failover()
+        elif op == "end":
+            self._end()
+        else:
+            raise ValueError(f"row seq={seq}: unknown op {op!r}; one of {', '.join(OPS)}")
+
+    def _add(self, split: int, reader: int, seq: int) -> None:
+        """WM-4: the split's generator and partial watermark are registered now."""
+        if split < 0 or split in self.reader_of:
+            raise ValueError(f"row seq={seq}: split {split} is added twice or negative (WM-29)")
+        if not 0 <= reader < len(self.readers):
+            raise ValueError(f"row seq={seq}: reader {reader} does not exist: the source has "
+                             f"{len(self.readers)} (WM-29)")
+        self.reader_of[split] = reader
+        self.payloads[split] = []
+        self.readers[reader].add_split(split)
+
+    def _record(self, split: int, reader: int, ts: int, value: Any) -> None:
+        if split not in self.reader_of:
+            self._add(split, reader if 0 <= reader < len(self.readers) else split % len(self.readers),
+                      self.seq)
+        self._check_open(split, self.seq, "record")
+        self.payloads[split].append(value)
+        self.readers[self.reader_of[split]].add_record(split, ts)
+
+    def _check_open(self, split: int, seq: int, op: str) -> None:
+        if split not in self.reader_of or split in self.closed:
+            raise ValueError(f"row seq={seq}: {op} of split {split}, which is not added or has "
+                             "finished (WM-29)")
+
+    def _tick(self, ms: int, seq: int) -> None:
+        """WM-3: every periodic emission instant on the way, at its own time, readers in index
+        order (C3)."""
+        if ms <= 0:
+            raise ValueError(f"row seq={seq}: a tick advances time by a positive ms, not {ms}")
+        target = self.now + ms
+        interval = self.strategy.interval
+        while self.next_emit is not None and self.next_emit <= target:
+            self.now = self.next_emit
+            for r in self.readers:
+                r.periodic_emit()
+            self.next_emit += interval
+        self.now = target
+
+    def _align(self, seq: int) -> None:
+        """C4: every reader samples, checks and reports (WM-22, WM-25, WM-26); then the coordinator
+        announces the minimum plus the drift (WM-23, WM-24) and each reader that reported checks
+        again; a reader released by a check reads what it held back at once."""
+        if self.strategy.max_drift is None:
+            raise ValueError(f"row seq={seq}: align needs a strategy with max_drift (WM-29)")
+        for i, r in enumerate(self.readers):
+            r.align.sample()
+            report = r.align.report()
+            if report is not None:
+                self.reports[i] = report
+            r.pump()
+        coordinator = AlignmentCoordinator(self.strategy.max_drift)
+        coordinator.reports = self.reports
+        announcement = coordinator.announcement()
+        if announcement is None:
+            return
+        max_allowed, receivers = announcement
+        self._row("max_allowed", watermark=max_allowed)
+        for i in receivers:
+            self.readers[i].align.announce(max_allowed)
+            self.readers[i].pump()
+
+    def _failover(self) -> None:
+        """WM-16: every reader starts again (generators, watermarks, outputs, timers, samplers) with
+        the splits it had, registered again at once in the same order (WM-4), and reads the records
+        still available; the coordinator forgets its reports; the periodic timer counts anew."""
+        self._row("restarted")
+        kept = [(list(r.splits), list(r.available)) for r in self.readers]
+        self.readers = [self._fresh(i) for i in range(len(self.readers))]
+        for r, (splits, available) in zip(self.readers, kept):
+            for split in splits:
+                r.add_split(split)
+            r.available = available
+        for r in self.readers:
+            r.pump()
+        self.reports.clear()
+        self.next_emit = self.now + self.strategy.interval if self.strategy.interval else None
+
+    def _end(self) -> None:
+        """C5, WM-15 (D2): every reader reads what it holds back; every split finishes; every reader
+        sends MAX (after ACTIVE if idle)."""
+        for r in self.readers:
+            r.read_to_end()
+        for r in self.readers:
+            r.finish_all()
+        for r in self.readers:
+            r.end(self._send)
+        self.ended = True
+
+    # ---- state between micro-batches -------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"now": self.now, "next_emit": self.next_emit, "pos": self.pos, "ended": self.ended,
+                "reader_of": [[s, r] for s, r in self.reader_of.items()], "closed": sorted(self.closed),
+                "payloads": [[s, p] for s, p in self.payloads.items()],
+                "reports": [[r, v] for r, v in self.reports.items()],
+                "readers": [snapshot_reader(r) for r in self.readers]}
+
+    def _restore(self, d: Mapping[str, Any]) -> None:
+        self.now, self.next_emit, self.pos, self.ended = d["now"], d["next_emit"], d["pos"], d["ended"]
+        self.reader_of = {s: r for s, r in d["reader_of"]}
+        self.closed = set(d["closed"])
+        self.payloads = {s: list(p) for s, p in d["payloads"]}
+        self.reports = {r: v for r, v in d["reports"]}
+        for r, saved in zip(self.readers, d["readers"]):
+            restore_reader(r, saved)
+
+
+def _strategy_of(strategies: Mapping[str, WatermarkStrategy] | WatermarkStrategy, stream: str
+                 ) -> WatermarkStrategy:
+    if isinstance(strategies, WatermarkStrategy):
+        return strategies
+    if stream not in strategies:
+        raise ValueError(f"stream {stream!r} has no strategy")
+    return strategies[stream]
+
+
+def _columns(frames: Iterator[Any], names: list[str]) -> list[tuple[Any, ...]]:
+    """The group's rows as Python tuples (no numpy scalars: they go into JSON)."""
+    import pandas as pd
+
+    parts = list(frames)
+    frame = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    return list(zip(*(frame[n].tolist() for n in names)))
+
+
+def _frame(rows: list[tuple[Any, ...]], schema: str) -> Any:
+    """Rows as a pandas DataFrame of `schema`'s columns (built column by column: cheaper)."""
+    import pandas as pd
+
+    return pd.DataFrame(dict(zip(_names(schema), map(list, zip(*rows)))))
+
+
+def source_task(strategy: WatermarkStrategy, stream: str, frames: Iterator[Any],
+                saved: str | None) -> tuple[str, Any]:
+    """The source of stream `stream` over its log rows of one micro-batch, in `seq` order, from its
+    state `saved`: the new state and what it sent (a DataFrame of SENT_SCHEMA, or None)."""
+
+    stage = SourceStage(strategy, None if saved is None else json.loads(saved))
+    names = ["seq", "op", "split", "reader", "ts", "ms", "value"]
+    for seq, op, split, reader, ts, ms, value in sorted(_columns(frames, names), key=lambda r: r[0]):
+        stage.apply(seq, op, split, reader, ts, ms, value)
+    rows = [(stream, *r) for r in stage.rows]
+    return json.dumps(stage.snapshot()), (_frame(rows, SENT_SCHEMA) if rows else None)
+
+
+def valve_task(channels: int, stream: str, target: int, frames: Iterator[Any],
+               saved: str | None) -> tuple[str, Any]:
+    """Downstream task `target` of stream `stream`: what the readers sent, in their order (`pos`),
+    through the valve restored from `saved` (WM-17..WM-21); out go the records, what the readers
+    sent, the valve's outputs right after the input that caused them, and the events (`restarted`
+    starts the valve anew, WM-16).  The new state and the output (OUTPUT_SCHEMA, or None)."""
+
+    out: list[tuple[Any, ...]] = []
+    at = [0]  # the seq of the row being handled
+    idx = 0
+
+    def emit(kind: str, **f: Any) -> None:
+        put(kind, -1, -1, 0, f.get("value", 0), f.get("idle", False), None)
+
+    def put(kind: str, reader: int, split: int, ts: int, watermark: int, idle: bool, value: Any) -> None:
+        out.append((stream, target, idx + len(out), at[0], kind, reader, split, ts, watermark, idle,
+                    valve.last_watermark, value))
+
+    valve = StatusWatermarkValve(channels, emit)
+    if saved is not None:
+        d = json.loads(saved)
+        idx = d["idx"]
+        restore_valve(valve, d["valve"])
+    names = ["pos", "seq", "kind", "reader", "split", "ts", "watermark", "idle", "value"]
+    for _, at[0], kind, reader, split, ts, watermark, idle, value in sorted(_columns(frames, names),
+                                                                           key=lambda r: r[0]):
+        if kind == "restarted":
+            valve = StatusWatermarkValve(channels, emit)  # WM-16: every channel at MIN and active
+        put(kind, reader, split, ts, watermark, idle, value)
+        if kind == "watermark":
+            valve.input_watermark(watermark, reader)
+        elif kind == "status":
+            valve.input_status(idle, reader)
+    state = json.dumps({"idx": idx + len(out), "valve": snapshot_valve(valve)})
+    return state, (_frame(out, OUTPUT_SCHEMA) if out else None)
+
+
+def _names(schema: str) -> list[str]:
+    return [f.split()[0] for f in schema.split(", ")]
+
+
+class SourceProcessor(StatefulProcessor):  # type: ignore[misc]
+    """The source stage of `transformWithStateInPandas`: per stream, ValueState `source` (JSON)."""
+
+    def __init__(self, strategies: Any):
+        self.strategies = strategies
+
+    def init(self, handle: Any) -> None:
+        self.state = handle.getValueState("source", struct(STATE_SCHEMA))
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        stream = key[0]
+        saved = self.state.get()[0] if self.state.exists() else None
+        state, out = source_task(_strategy_of(self.strategies, stream), stream, rows, saved)
+        self.state.update((state,))
+        if out is not None:
+            yield out
+
+    def close(self) -> None:
+        pass
+
+
+def valve_group(strategies: Any, key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:
+    """The valve stage of `applyInPandasWithState`: per (stream, target), its GroupState."""
+    stream, target = key[0], int(key[1])
+    saved = state.get[0] if state.exists else None
+    new, out = valve_task(_strategy_of(strategies, stream).readers, stream, target, frames, saved)
+    state.update((new,))
+    if out is not None:
+        yield out
+
+
+class ValveProcessor(StatefulProcessor):  # type: ignore[misc]
+    """The valve stage of `transformWithStateInPandas`: per (stream, target), ValueState `valve`."""
+
+    def __init__(self, strategies: Any):
+        self.strategies = strategies
+
+    def init(self, handle: Any) -> None:
+        self.state = handle.getValueState("valve", struct(STATE_SCHEMA))
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        stream, target = key[0], int(key[1])
+        saved = self.state.get()[0] if self.state.exists() else None
+        channels = _strategy_of(self.strategies, stream).readers
+        state, out = valve_task(channels, stream, target, rows, saved)
+        self.state.update((state,))
+        if out is not None:
+            yield out
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------
+# The public function
+# --------------------------------------------------------------------------
+
+
+def _source_log(events: Any, stream: str | None) -> Any:
+    """The user's columns as LOG_SCHEMA (missing optional columns filled in)."""
+    from pyspark.sql import functions as F
+
+    cols = set(events.columns)
+    for required in ("seq", "split", "ts"):
+        _need(required in cols, "events", "WM-1",
+              f"column {required!r} is missing: a source log has seq (the order rows became available), "
+              "split and ts")
+    _need(stream is None or stream in cols, "stream", "WM-29", f"column {stream!r} is not in events")
+
+    def col(name: str, kind: str, default: Any) -> Any:
+        if name not in cols:
+            return F.lit(default).cast(kind).alias(name)
+        return F.coalesce(F.col(name).cast(kind), F.lit(default).cast(kind)).alias(name)
+
+    return events.select(
+        (F.col(stream).cast("string") if stream else F.lit("")).alias("stream"),
+        F.col("seq").cast("long").alias("seq"),
+        col("op", "string", "record"), col("split", "int", -1), col("reader", "int", -1),
+        col("ts", "long", 0), col("ms", "long", 0),
+        (F.col("value").cast("string") if "value" in cols else F.lit(None).cast("string")).alias("value"))
+
+
+def flink_watermarks(events: Any, strategy: WatermarkStrategy | Mapping[Any, WatermarkStrategy], *,
+                     stream: str | None = None, downstream: int = 1) -> Any:
+    """Flink's watermarks for a streaming DataFrame of events in splits (the module docstring has the
+    columns in and out): per split a generator (bounded out-of-orderness, periodic or punctuated:
+    WM-1..WM-5, WM-8), per reader the combination of its splits (WM-6, WM-7, WM-9..WM-12),
+    idleness (WM-13, WM-14), end of input (WM-15), failover (WM-16), the valve of each downstream
+    task over the readers' channels (WM-17..WM-21, spec D1) and alignment (WM-22..WM-26).
+
+    `strategy`: one `WatermarkStrategy`, or a mapping stream key -> strategy (with `stream`, the
+    column naming each row's independent source; keys are compared as strings).  `downstream`: the
+    downstream tasks (valves); a record goes to task `split mod downstream`.  Returns the streaming
+    DataFrame of OUTPUT_SCHEMA, for `outputMode("append")`.
+
+    ValueError, naming the parameter and the rule, before any job runs: an invalid strategy
+    (WatermarkStrategy), a missing column, a mapping without `stream`, `downstream` < 1, a batch
+    DataFrame, alignment with speculative execution on (WM-27)."""
+    from pyspark.sql import functions as F
+
+    if isinstance(strategy, Mapping):
+        _need(stream is not None, "stream", "WM-17", "a mapping of strategies needs the stream column")
+        _need(all(isinstance(s, WatermarkStrategy) for s in strategy.values()), "strategy", "WM-2",
+              "every value of the mapping is a WatermarkStrategy")
+        strategies: Any = {str(k): v for k, v in strategy.items()}
+        aligned = any(s.max_drift is not None for s in strategies.values())
+    else:
+        _need(isinstance(strategy, WatermarkStrategy), "strategy", "WM-2",
+              f"a WatermarkStrategy, not {type(strategy).__name__}")
+        strategies, aligned = strategy, strategy.max_drift is not None
+    _need(_is_int(downstream) and downstream >= 1, "downstream", "WM-17",
+          f"at least one downstream task, not {downstream!r}")
+    _need(bool(getattr(events, "isStreaming", False)), "events", "WM-3",
+          "a streaming DataFrame (spark.readStream...): processing time and state cross micro-batches")
+    speculation = str(events.sparkSession.conf.get("spark.speculation", "false")).lower()
+    _need(not (aligned and speculation == "true"), "strategy.max_drift", "WM-27",
+          "watermark alignment is refused with speculative execution (spark.speculation) on")
+    log = _source_log(events, stream)
+    provider = str(events.sparkSession.conf.get(PROVIDER_CONF, ""))
+    _need(provider == ROCKSDB, "events", PROVIDER_CONF,
+          f"transformWithStateInPandas keeps the state on RocksDB: set {PROVIDER_CONF}={ROCKSDB} on the "
+          f"session before starting the query, not {provider or 'the default'}")
+    sent = log.groupBy("stream").transformWithStateInPandas(
+        SourceProcessor(strategies), struct(SENT_SCHEMA), "Append", "None")
+    targets = F.when(F.col("kind") == "record", F.array(F.pmod(F.col("split"), F.lit(downstream)))) \
+        .otherwise(F.sequence(F.lit(0), F.lit(downstream - 1)))
+    routed = sent.withColumn("target", F.explode(targets.cast("array<int>")))
+    return routed.groupBy("stream", "target").applyInPandasWithState(
+        functools.partial(valve_group, strategies), struct(OUTPUT_SCHEMA), struct(STATE_SCHEMA), "append",
+        "NoTimeout")
+
+
+__all__ = ["MIN", "OUTPUT_SCHEMA", "WatermarkStrategy", "flink_watermarks"]
