@@ -33,6 +33,7 @@ one can share its partition.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from flink_semantics.adapters.pyspark.key_groups.engine import (
@@ -42,10 +43,11 @@ from flink_semantics.adapters.pyspark.key_groups.engine import (
     F1,
     F2,
     MASK32,
+    SPARK_SEED,
     spark_hash_int,
 )
 
-HASH_PROFILES = ("flink", "spark")
+HASH_PROFILES = ("flink", "spark", "pyflink")
 
 
 def functions_of(df: Any) -> Any:
@@ -128,40 +130,62 @@ def spark_hash_column(F: Any, key: Any, type_: Any) -> Any:
             .otherwise(F.hash(key)))
 
 
+def key_hash_column(F: Any, key_name: str, type_name: str, profile: Any) -> Any:
+    """The key hash of the text column `key_name` read as the type in `type_name`, in `profile` (a
+    name of HASH_PROFILES, or a string Column naming each row's profile): `flink`, Flink's murmur hash
+    of the JDK hash code (KG-1, KG-2, KG-11; null for a null key, KG-7); `spark`, Spark's hash()
+    (KG-22..KG-27, 42 for a null key, KG-23); `pyflink`, Flink's murmur hash of the hash code of
+    `Row.of(key)`: 62 + the JDK hash code, 31 for a null key (KG-33)."""
+    key, type_ = F.col(key_name), F.col(type_name)
+    if isinstance(profile, str):
+        if profile not in HASH_PROFILES:
+            raise ValueError(f"unknown hash profile {profile!r}")
+        if profile == "spark":
+            return spark_hash_column(F, key, type_)
+        profile = F.lit(profile)
+    code = java_hash_code_column(F, key_name, type_name)
+    row_code = F.when(key.isNull(), _lit(F, 31)).otherwise(_mask(F, code + _lit(F, 62)))  # KG-33
+    murmur = flink_murmur_column(F, F.when(profile == "pyflink", row_code).otherwise(code))
+    return (F.when(profile == "spark", spark_hash_column(F, key, type_))
+            .when(key.isNull() & (profile == "flink"), F.lit(None).cast("int"))
+            .otherwise(murmur))
+
+
 def with_key_groups(df: Any, max_p: int, p: int, profile: str = "flink") -> Any:
     """`df` (columns `key` string, `type` string) with `hash`, `key_group` and `subtask` (ints).
     Under `flink` a null key has null in all three (KG-7: not routed); under `spark` it is routed
-    with hash 42 (KG-23)."""
+    with hash 42 (KG-23), under `pyflink` with the hash of Row.of(null) (KG-33)."""
     if profile not in HASH_PROFILES:
         raise ValueError(f"unknown hash profile {profile!r}")
     if not (1 <= p <= max_p <= 1 << 15):
         raise ValueError(f"KG-8: parallelism {p} and max parallelism {max_p} out of bounds")
     F = functions_of(df)
-    key, type_ = F.col("key"), F.col("type")
-    if profile == "spark":
-        h = spark_hash_column(F, key, type_)
-    else:
-        h = F.when(key.isNull(), F.lit(None).cast("int")).otherwise(
-            flink_murmur_column(F, java_hash_code_column(F, "key", "type")))
-    out = df.withColumn("hash", h)
+    out = df.withColumn("hash", key_hash_column(F, "key", "type", profile))
     out = out.withColumn("key_group", F.pmod(F.col("hash"), F.lit(max_p)).cast("int"))  # KG-1, KG-30
     return out.withColumn(  # KG-3
         "subtask", F.expr(f"CAST((CAST(key_group AS BIGINT) * {p}) DIV {max_p} AS INT)"))
 
 
-def partition_salts(p: int) -> list[int]:
+def partition_salts(p: int, job: int | None = None) -> list[int]:
     """For every subtask s < p, the smallest int v >= 0 with pmod(hash(v), p) == s: the partition
-    Spark's hash partitioning (Murmur3 seed 42, KG-30) gives an int column holding v."""
+    Spark's hash partitioning (Murmur3 seed 42, KG-22, KG-24, KG-30) gives an int column holding v;
+    with `job`, the partition of the two int columns (job, v): pmod(hash(job, v), p) == s."""
+    return list(_salts(p, job))
+
+
+@cache
+def _salts(p: int, job: int | None) -> tuple[int, ...]:
+    seed = SPARK_SEED if job is None else spark_hash_int(job)  # KG-22: the fold over the columns
     salts: list[int | None] = [None] * p
     missing = p
     v = 0
     while missing:
-        s = spark_hash_int(v) % p
+        s = spark_hash_int(v, seed) % p
         if salts[s] is None:
             salts[s] = v
             missing -= 1
         v += 1
-    return [x for x in salts if x is not None]
+    return tuple(x for x in salts if x is not None)
 
 
 def place_by_subtask(df: Any, p: int, column: str = "subtask") -> Any:

@@ -1,0 +1,590 @@
+"""Keyed state held by key group in a Structured Streaming query, so that the query can be restarted
+at another parallelism with its state moved as whole key groups (FLIP-8, spec/key-groups.md).
+
+Apache Spark keeps a stateful query's state partitions fixed for the life of its checkpoint (KG-31:
+a new `spark.sql.shuffle.partitions` is ignored on restart).  This module is Flink's answer to it:
+
+* `keyed_process(df, key=..., processor=..., parallelism=p, max_parallelism=...)` runs your
+  `KeyedProcessor` per key, every key's state kept in the state store partition of the subtask
+  Flink would give its key group (KG-1..KG-3: the hash, key group and subtask are Spark expressions,
+  KG-11, KG-22..KG-27, KG-30, KG-33), with operator (per subtask) list state beside it;
+* `start(writer, parallelism=p)` starts the query with p state partitions (RocksDB state store);
+* `rescale_state(spark, checkpoint_location, ...)` (`rescale_jobs` for many jobs) reads the state as
+  of a committed micro-batch with Spark's state data source and redistributes it as DataFrame
+  operations: keyed state by key group to the subtask whose range holds it (KG-4, KG-5, KG-12..KG-14),
+  operator state with Flink's round-robin repartitioner (KG-17..KG-21); the result is the
+  `initial_state` of `keyed_process` at the new parallelism, in a query with a new checkpoint.
+
+A subtask is one grouping key, `(job, salt)`: `salt` is the int whose Spark hash partitioning with
+the job is the subtask (`spark.partition_salts`), so the state data source's `partition_id` *is*
+the subtask.  Many independent jobs (each its own keys, maximum parallelism and hash profile) may
+share one query through `jobs`; every job's rows and state are its own grouping keys.
+
+Refusals are raised as ValueError naming the parameter and the rule before any job runs: bounds
+(KG-8), a changed maximum parallelism (KG-16), a parallelism above the checkpoint's maximum (KG-15).
+No RDD API, no SparkContext: it runs under Spark Connect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from flink_semantics.adapters.pyspark.key_groups.engine import (
+    REFUSED_ABOVE_MAX,
+    REFUSED_MAX_CHANGED,
+    default_max_parallelism,
+    key_group_range,
+    parallelism_in_bounds,
+    restore_refusal,
+)
+from flink_semantics.adapters.pyspark.key_groups.spark import (
+    HASH_PROFILES,
+    key_hash_column,
+    partition_salts,
+)
+from flink_semantics.adapters.pyspark.session import query_conf, struct
+
+PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+REFUSED_SALT = -1  # the grouping key of a null key's rows under the flink profile (KG-7)
+KEY_TYPES = {"int": "int", "bigint": "long", "string": "string"}  # Spark type -> key type
+KEYED_KEY = "key_group int, type string, key string"
+OPERATOR_ELEMENT = "name string, mode string, pos long, element long"
+MODES = ("split", "union", "broadcast")
+# Columns the API adds to the input rows (a user's column must not have these names).
+JOB, SALT, KEY, TYPE, HASH, GROUP, SUBTASK, MAXP = (
+    "kg_job", "kg_salt", "kg_key", "kg_type", "kg_hash", "kg_key_group", "kg_subtask", "kg_max_p")
+PROFILE, SALTS, TARGET = "kg_profile", "kg_salts", "kg_target"
+NEW_P = "kg_new_p"  # the parallelism an initial-state row is for
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One keyed job of a query: its maximum parallelism (None: KG-9's default of the parallelism)
+    and its hash profile (`flink`, `spark`, `pyflink`)."""
+
+    max_parallelism: int | None = None
+    hash: str = "flink"
+
+
+@dataclass(frozen=True)
+class Rescale:
+    """One job's restore: its state as of `batch_id` in the query at `checkpoint_location`, which ran
+    it at `parallelism` with `max_parallelism` key groups, moved to `new_parallelism` subtasks
+    (`new_max_parallelism`: an explicitly configured maximum, which must be the checkpoint's, KG-16)."""
+
+    job: int
+    checkpoint_location: str
+    batch_id: int
+    parallelism: int
+    max_parallelism: int
+    new_parallelism: int
+    new_max_parallelism: int | None = None
+
+
+# --------------------------------------------------------------------------
+# Configuration checks (on the driver, before any job runs)
+# --------------------------------------------------------------------------
+
+
+def max_parallelism_of(parallelism: int, max_parallelism: int | None) -> int:
+    """KG-8 and KG-9: the maximum parallelism a job at `parallelism` runs with; ValueError naming
+    the parameter and KG-8 when out of bounds."""
+    if not isinstance(parallelism, int) or not parallelism_in_bounds(parallelism, None):
+        raise ValueError(f"parallelism: KG-8: must be an int in 1..32768, not {parallelism!r}")
+    if max_parallelism is not None and (not isinstance(max_parallelism, int)
+                                        or not parallelism_in_bounds(parallelism, max_parallelism)):
+        raise ValueError(f"max_parallelism: KG-8: must be an int in {parallelism}..32768 (at least the "
+                         f"parallelism {parallelism}), not {max_parallelism!r}")
+    return max_parallelism if max_parallelism is not None else default_max_parallelism(parallelism)
+
+
+def rescale_refusal(new_parallelism: int, new_max_parallelism: int | None,
+                    checkpoint_max_parallelism: int | None) -> str | None:
+    """Why a restore at `new_parallelism` (explicit `new_max_parallelism`, or None) from a checkpoint
+    of `checkpoint_max_parallelism` key groups (None: no checkpoint) is refused, in Flink's order
+    (spec C7): KG-8 bounds, KG-16 a changed maximum, KG-15 a parallelism above the checkpoint's
+    maximum; None when it is not."""
+    return restore_refusal(new_parallelism, new_max_parallelism, checkpoint_max_parallelism)
+
+
+def check_rescale(r: Rescale) -> None:
+    """ValueError naming the parameter and the rule when the rescale is refused (KG-8, KG-15, KG-16)."""
+    max_parallelism_of(r.parallelism, r.max_parallelism)
+    reason = rescale_refusal(r.new_parallelism, r.new_max_parallelism, r.max_parallelism)
+    if reason == REFUSED_MAX_CHANGED:
+        raise ValueError(f"new_max_parallelism: KG-16: {reason}: the checkpoint has {r.max_parallelism} "
+                         f"key groups, not {r.new_max_parallelism}")
+    if reason == REFUSED_ABOVE_MAX:
+        raise ValueError(f"new_parallelism: KG-15: {reason}: {r.new_parallelism} > {r.max_parallelism}")
+    if reason is not None:
+        parameter = "new_parallelism" if not parallelism_in_bounds(r.new_parallelism, None) \
+            else "new_max_parallelism"
+        raise ValueError(f"{parameter}: KG-8: {reason}: {r.new_parallelism}, {r.new_max_parallelism}")
+
+
+def key_group_ranges(max_parallelism: int, parallelism: int) -> list[tuple[int, int]]:
+    """KG-4: each subtask's inclusive key-group range."""
+    return [key_group_range(max_parallelism, parallelism, i) for i in range(parallelism)]
+
+
+# --------------------------------------------------------------------------
+# The user's processor
+# --------------------------------------------------------------------------
+
+
+class KeyedProcessor:
+    """What `keyed_process` runs: subclass it.  `state_schema` is the DDL of a key's state (`name
+    type, ...`: int, long, string, boolean), `output_schema` that of the rows it emits.
+
+    * `process(key, row, state, ctx)`: one row of `key` (its state: `state.get()`, a tuple or None,
+      `state.update(tuple)`, `state.clear()`); returns the output rows (tuples);
+    * `process_subtask(row, ctx)`: a row sent to a subtask (the `target` column), not to a key;
+    * `null_key(row, ctx)`: a row with a null key under the flink profile, not routed (KG-7).
+
+    `ctx` is the subtask: `ctx.partition` (where Spark runs it, equal to `ctx.subtask`), `ctx.job`,
+    the row's `ctx.hash` and `ctx.key_group`, its operator state `ctx.operator_list(name, mode)`
+    (`append(element)`, `elements()`), and `ctx.keyed_entries()`, `ctx.operator_lists()`."""
+
+    state_schema = "value long"
+    output_schema = "value long"
+
+    def process(self, key: Any, row: Any, state: KeyState, ctx: SubtaskContext) -> Iterable[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def process_subtask(self, row: Any, ctx: SubtaskContext) -> Iterable[tuple[Any, ...]]:
+        return ()
+
+    def null_key(self, row: Any, ctx: SubtaskContext) -> Iterable[tuple[Any, ...]]:
+        return ()
+
+
+class KeyState:
+    """One key's state in its key group (the MapState entry (key group, type, key))."""
+
+    def __init__(self, store: Any, entry: tuple[Any, ...]):
+        self._store, self._entry = store, entry
+
+    def get(self) -> tuple[Any, ...] | None:
+        return self._store.getValue(self._entry) if self._store.containsKey(self._entry) else None
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self._store.updateValue(self._entry, tuple(value))
+
+    def clear(self) -> None:
+        self._store.removeKey(self._entry)
+
+
+class OperatorList:
+    """One operator list state of the subtask (`mode`: split, union or broadcast, KG-17..KG-21)."""
+
+    def __init__(self, ctx: SubtaskContext, name: str, mode: str):
+        self._ctx, self.name, self.mode = ctx, name, mode
+
+    def append(self, element: int) -> None:
+        ctx = self._ctx
+        ctx._operator.appendValue((self.name, self.mode, ctx._pos, int(element)))
+        ctx._pos += 1
+
+    def elements(self) -> list[int]:
+        operator = self._ctx._operator
+        return [int(e[3]) for e in operator.get() if e[0] == self.name] if operator.exists() else []
+
+
+class SubtaskContext:
+    """The subtask a group of rows runs on, with its keyed and operator state."""
+
+    def __init__(self, job: int, partition: int, keyed: Any, operator: Any, pos: int):
+        self.job, self.partition = job, partition
+        self.subtask = partition
+        self.hash: int | None = None
+        self.key_group: int | None = None
+        self._keyed, self._operator, self._pos = keyed, operator, pos
+
+    def operator_list(self, name: str, mode: str = "split") -> OperatorList:
+        if mode not in MODES:
+            raise ValueError(f"mode: KG-32: one of {', '.join(MODES)}, not {mode!r}")
+        return OperatorList(self, name, mode)
+
+    def keyed_entries(self) -> Iterator[tuple[int, str, str | None, tuple[Any, ...]]]:
+        """(key group, type, key as text, state) of every key this subtask holds."""
+        if not self._keyed.exists():  # (the iterator of an empty map gives one row of nulls)
+            return
+        for k, v in self._keyed.iterator():
+            yield int(k[0]), k[1], k[2], tuple(v)
+
+    def operator_lists(self) -> dict[str, tuple[str, list[int]]]:
+        """name -> (mode, elements in list order) of this subtask's operator state."""
+        out: dict[str, tuple[str, list[int]]] = {}
+        if not self._operator.exists():
+            return out
+        for name, mode, pos, element in sorted(self._operator.get(), key=lambda e: int(e[2])):
+            out.setdefault(name, (mode, []))[1].append(int(element))
+        return out
+
+
+def _plain(v: Any, type_: str) -> Any:
+    """A pandas value as a plain Python value of the DDL type (numpy scalars and a long column
+    made float by its nulls are not state values; NaN is None)."""
+    import pandas as pd
+
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return None
+    v = v.item() if hasattr(v, "item") else v
+    return int(v) if type_ in ("int", "long") else bool(v) if type_ == "boolean" else v
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _int(v: Any) -> int | None:
+    import pandas as pd
+
+    return None if v is None or pd.isna(v) else int(v)
+
+
+def _typed(key: str | None, type_: str) -> int | str | None:
+    return None if key is None else int(key) if type_ in ("int", "long") else key
+
+
+try:
+    from pyspark.sql.streaming import StatefulProcessor
+except ImportError:  # pyspark missing: the module still imports
+    StatefulProcessor = object  # type: ignore[assignment,misc]
+
+
+class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
+    """One subtask of one job (a grouping key (job, salt)): the user's processor on its rows, in
+    `order` order, with the subtask's keyed state (MapState `keyed`: (key group, type, key) -> the
+    user's state) and operator list state (ListState `operator`)."""
+
+    def __init__(self, user: KeyedProcessor, columns: list[str], order: str | None, outputs: list[str],
+                 with_job: bool):
+        self.user, self.columns, self.order, self.outputs, self.with_job = user, columns, order, outputs, with_job
+
+    def init(self, handle: Any) -> None:
+        self.keyed = handle.getMapState("keyed", struct(KEYED_KEY), struct(self.user.state_schema))
+        self.operator = handle.getListState("operator", struct(OPERATOR_ELEMENT))
+        self.next_pos = handle.getValueState("next_pos", struct("pos long"))
+
+    def _pos(self) -> int:
+        return int(self.next_pos.get()[0]) if self.next_pos.exists() else 0
+
+    def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
+        """The restored state of this subtask (KG-13, KG-14, KG-17..KG-21): rows of `rescale_jobs`."""
+        fields = [(f"s_{f.split()[0]}", f.split()[1]) for f in self.user.state_schema.split(", ")]
+        pos = self._pos()
+        for r in initialState.to_dict("records"):
+            if r["kg_kind"] == "keyed":
+                self.keyed.updateValue((int(r["kg_key_group"]), r["kg_type"], _text(r["kg_key"])),
+                                       tuple(_plain(r[f], t) for f, t in fields))
+            else:
+                self.operator.appendValue((r["kg_name"], r["kg_mode"], int(r["kg_pos"]), int(r["kg_element"])))
+                pos = max(pos, int(r["kg_pos"]) + 1)
+        self.next_pos.update((pos,))
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        import pandas as pd
+        from pyspark import TaskContext
+
+        job, salt = int(key[0]), int(key[1])
+        ctx = SubtaskContext(job, TaskContext.get().partitionId(), self.keyed, self.operator, self._pos())
+        pdf = pd.concat(list(rows), ignore_index=True)
+        if self.order is not None:
+            pdf = pdf.sort_values(self.order, kind="stable")
+        out: list[tuple[Any, ...]] = []
+        for row in pdf[self.columns].itertuples(index=False):
+            out.extend(self._row(salt, row, ctx))
+        self.next_pos.update((ctx._pos,))
+        if self.with_job:
+            out = [(job, *o) for o in out]
+        yield pd.DataFrame(out, columns=self.outputs)
+
+    def _row(self, salt: int, row: Any, ctx: SubtaskContext) -> Iterable[tuple[Any, ...]]:
+        if salt == REFUSED_SALT:  # KG-7: a null key is not routed
+            return self.user.null_key(row, ctx)
+        if _int(getattr(row, TARGET)) is not None:
+            return self.user.process_subtask(row, ctx)
+        ctx.hash, ctx.key_group = int(getattr(row, HASH)), int(getattr(row, GROUP))
+        if int(getattr(row, SUBTASK)) != ctx.partition:  # KG-6: the state partition is the subtask
+            raise RuntimeError(f"key group {ctx.key_group} of subtask {getattr(row, SUBTASK)} reached "
+                               f"partition {ctx.partition}: start the query with key_groups.api.start")
+        type_, text = getattr(row, TYPE), _text(getattr(row, KEY))
+        state = KeyState(self.keyed, (ctx.key_group, type_, text))
+        return self.user.process(_typed(text, type_), row, state, ctx)
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------
+# The keyed query
+# --------------------------------------------------------------------------
+
+
+def _functions(df: Any) -> Any:
+    from flink_semantics.adapters.pyspark.key_groups.spark import functions_of
+
+    return functions_of(df)
+
+
+def _jobs_frame(spark: Any, jobs: Mapping[int, JobSpec], parallelism: int) -> Any:
+    rows = [(int(j), max_parallelism_of(parallelism, s.max_parallelism), s.hash, partition_salts(parallelism, j))
+            for j, s in sorted(jobs.items())]
+    return spark.createDataFrame(rows, f"{JOB} int, {MAXP} int, {PROFILE} string, {SALTS} array<int>")
+
+
+def _check_jobs(jobs: Mapping[int, JobSpec], parallelism: int) -> None:
+    for j, s in jobs.items():
+        if not isinstance(j, int) or not -2**31 <= j < 2**31:
+            raise ValueError(f"jobs: a job id is an int, not {j!r}")
+        if s.hash not in HASH_PROFILES:
+            raise ValueError(f"hash: KG-1, KG-30, KG-33: one of {', '.join(HASH_PROFILES)}, not {s.hash!r}")
+        max_parallelism_of(parallelism, s.max_parallelism)
+
+
+def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: int,
+                  max_parallelism: int | None = None, hash: str = "flink", key_type: str | None = None,
+                  target: str | None = None, order_by: str | None = None,
+                  jobs: Mapping[int, JobSpec] | None = None, job_column: str = "job",
+                  initial_state: Any = None) -> Any:
+    """`processor` run per key of the streaming DataFrame `df`, its state held by key group; the
+    output rows (`processor.output_schema`, after a `job_column` column with `jobs`).
+
+    Routing (KG-1..KG-3, KG-6, KG-7, KG-9..KG-11; the spark profile KG-22..KG-27, KG-30; pyflink
+    KG-33): a row's key group is its key hash modulo the maximum parallelism and its subtask
+    `key_group * parallelism div max_parallelism`; the row runs, and the key's state lives, in the
+    state partition of that subtask.  `key`: the key column (int, bigint or string; with `key_type`,
+    a string column holding each row's key as text and `key_type` the column of its type, `int`,
+    `long` or `string`).  `target`: a column which, when not null, sends the row to that subtask
+    (modulo the parallelism) for `processor.process_subtask` instead.  `order_by`: the order of a
+    subtask's rows within a micro-batch.  `jobs`: job id -> JobSpec, for many jobs in one query
+    (`job_column` names each row's job; `max_parallelism` and `hash` are then each job's own).
+    `initial_state`: a `rescale_state`/`rescale_jobs` DataFrame (its rows for this parallelism and
+    these jobs are used).  Start the query with `start(writer, parallelism=parallelism)`.
+
+    ValueError, before any job runs: parallelism or maximum out of bounds (KG-8), an unknown profile,
+    an unknown key type."""
+    if not isinstance(processor, KeyedProcessor):
+        raise ValueError("processor: a key_groups.api.KeyedProcessor")
+    if jobs is None:
+        jobs_given = False
+        jobs = {0: JobSpec(max_parallelism, hash)}
+    else:
+        jobs_given = True
+    _check_jobs(jobs, parallelism)
+    F = _functions(df)
+    spark = df.sparkSession
+    types = dict(df.dtypes)
+    if key not in types:
+        raise ValueError(f"key: no column {key!r}")
+    if key_type is None:
+        if types[key] not in KEY_TYPES:
+            raise ValueError(f"key: KG-11: an int, bigint or string column, not {types[key]}")
+        rows = df.withColumn(TYPE, F.lit(KEY_TYPES[types[key]]))
+    else:
+        rows = df.withColumn(TYPE, F.col(key_type))
+    rows = rows.withColumn(KEY, F.col(key).cast("string"))
+    rows = rows.withColumn(JOB, F.col(job_column).cast("int") if jobs_given else F.lit(0))
+    rows = rows.join(F.broadcast(_jobs_frame(spark, jobs, parallelism)), JOB)
+    rows = rows.withColumn(HASH, key_hash_column(F, KEY, TYPE, F.col(PROFILE)))
+    rows = rows.withColumn(GROUP, F.pmod(F.col(HASH), F.col(MAXP)).cast("int"))  # KG-1, KG-30
+    rows = rows.withColumn(SUBTASK, F.expr(  # KG-3
+        f"CAST((CAST({GROUP} AS BIGINT) * {parallelism}) DIV {MAXP} AS INT)"))
+    to = (F.pmod(F.col(target).cast("int"), F.lit(parallelism)) if target is not None
+          else F.lit(None).cast("int"))
+    rows = rows.withColumn(TARGET, to)
+    subtask = F.coalesce(F.col(TARGET), F.col(SUBTASK))
+    salt = F.when(subtask.isNull(), F.lit(REFUSED_SALT)).otherwise(F.element_at(F.col(SALTS), subtask + 1))
+    rows = rows.withColumn(SALT, salt.cast("int"))
+    columns = [c for c in rows.columns if c not in (SALTS, PROFILE, MAXP)]
+    outputs = ([job_column] if jobs_given else []) + [f.split()[0] for f in processor.output_schema.split(", ")]
+    out_schema = struct(", ".join(([f"{job_column} int"] if jobs_given else []) + [processor.output_schema]))
+    wrapped = _KeyGroupProcessor(processor, columns, order_by, outputs, jobs_given)
+    initial = None
+    if initial_state is not None:
+        initial = (initial_state.where((F.col(NEW_P) == parallelism) & F.col(JOB).isin(list(jobs)))
+                   .drop(NEW_P).groupBy(JOB, SALT))
+    return rows.select(*columns).groupBy(JOB, SALT).transformWithStateInPandas(
+        wrapped, out_schema, "Append", "None", initialState=initial)
+
+
+def query_confs(parallelism: int) -> dict[str, str]:
+    """The session settings a keyed query starts with: p state partitions, the RocksDB store."""
+    return {"spark.sql.shuffle.partitions": str(parallelism),
+            "spark.sql.streaming.stateStore.providerClass": PROVIDER}
+
+
+@contextmanager
+def starting(spark: Any, parallelism: int) -> Iterator[None]:
+    """Within it, queries start with `query_confs(parallelism)` (the session's settings restored after)."""
+    max_parallelism_of(parallelism, None)
+    with query_conf(spark, query_confs(parallelism)):
+        yield
+
+
+def start(writer: Any, *, parallelism: int, spark: Any) -> Any:
+    """`writer.start()` (a DataStreamWriter of `keyed_process`'s output) with `parallelism` state
+    partitions, one per subtask (KG-3, KG-6).  A restart of the same checkpoint keeps the
+    checkpoint's number (KG-31): rescale with `rescale_state` into a new checkpoint instead."""
+    with starting(spark, parallelism):
+        return writer.start()
+
+
+# --------------------------------------------------------------------------
+# Rescaling: the state as of a committed batch, redistributed by key group
+# --------------------------------------------------------------------------
+
+
+def _read(spark: Any, location: str, variable: str, batch: int) -> Any:
+    return (spark.read.format("statestore").option("stateVarName", variable)
+            .option("batchId", batch).load(location))
+
+
+def _plan(spark: Any, rescales: Sequence[Rescale]) -> Any:
+    rows = [(r.job, r.parallelism, r.new_parallelism, r.max_parallelism,
+             partition_salts(r.new_parallelism, r.job)) for r in rescales]
+    return spark.createDataFrame(rows, f"{JOB} int, kg_old_p int, {NEW_P} int, {MAXP} int, {SALTS} array<int>")
+
+
+def _reads(spark: Any, rescales: Sequence[Rescale], variable: str, columns: list[Any]) -> Any:
+    """Every rescaled job's state variable as of its batch: one read per (location, batch)."""
+    F = _functions(spark.range(1))
+    by_read: dict[tuple[str, int], list[int]] = {}
+    for r in rescales:
+        by_read.setdefault((r.checkpoint_location, r.batch_id), []).append(r.job)
+    frames = [_read(spark, loc, variable, batch)
+              .select(F.col("partition_id").alias("kg_old"), F.col(f"key.{JOB}").alias(JOB), *columns)
+              .where(F.col(JOB).isin(jobs)) for (loc, batch), jobs in sorted(by_read.items())]
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
+def redistribute_keyed(keyed: Any, F: Any) -> Any:
+    """KG-12..KG-14: each key's state, whole with its key group, to the new subtask whose range
+    holds the key group: `key_group * new_p div maxP` (KG-3 with the restored maxP, so new subtask i
+    gets exactly the key groups of its KG-4 range from every old subtask holding them, KG-5; at the
+    same parallelism each subtask its own)."""
+    return keyed.withColumn("kg_new", F.expr(f"CAST((CAST(key_group AS BIGINT) * {NEW_P}) DIV {MAXP} AS INT)"))
+
+
+def _split(split: Any, F: Any, Window: Any) -> Any:
+    """KG-17, KG-21: per job, each name's elements in old subtask then list order, cut into new_p
+    chunks, the first `n mod new_p` one longer, chunk i to subtask (i + start) mod new_p, `start` the
+    sum of the remainders of the names before it (in name order, C2) mod new_p."""
+    j = F.row_number().over(Window.partitionBy(JOB, "name").orderBy("kg_old", "pos")) - 1
+    numbered = split.withColumn("j", j)
+    sizes = (numbered.groupBy(JOB, "name", NEW_P).agg(F.count("*").alias("n"))
+             .withColumn("base", F.expr(f"n DIV {NEW_P}")).withColumn("r", F.expr(f"n % {NEW_P}")))
+    before = Window.partitionBy(JOB).orderBy("name").rowsBetween(Window.unboundedPreceding, -1)
+    sizes = sizes.withColumn("start", F.coalesce(F.sum("r").over(before), F.lit(0)) % F.col(NEW_P))
+    chunk = F.when(F.col("j") < F.col("r") * (F.col("base") + 1), F.expr("j DIV (base + 1)")).otherwise(
+        F.col("r") + F.expr("(j - r * (base + 1)) DIV base"))
+    return (numbered.join(sizes.drop(NEW_P), [JOB, "name"])
+            .withColumn("kg_new", ((chunk + F.col("start")) % F.col(NEW_P)).cast("int")))
+
+
+def _everywhere(state: Any, F: Any) -> Any:
+    return state.withColumn("kg_new", F.explode(F.sequence(F.lit(0), F.col(NEW_P) - 1)))
+
+
+def redistribute_operator(operator: Any, F: Any, Window: Any) -> Any:
+    """KG-17..KG-21 per job: split state dealt out in chunks (KG-17, KG-21), union state to every new
+    subtask (KG-18, even at the same parallelism), broadcast copy `i mod old_p` to new subtask i
+    (KG-19); at the same parallelism split and broadcast state stay where they are (KG-20).  `pos`
+    renumbered per new subtask."""
+    same = F.col("kg_old_p") == F.col(NEW_P)
+    mode = F.col("mode")
+    kept = operator.where(same & (mode != "union")).withColumn("kg_new", F.col("kg_old"))
+    split = _split(operator.where(~same & (mode == "split")), F, Window)
+    broadcast = _everywhere(operator.where(~same & (mode == "broadcast")), F).where(
+        F.col("kg_new") % F.col("kg_old_p") == F.col("kg_old"))
+    union = _everywhere(operator.where(mode == "union"), F)
+    columns = [JOB, "kg_new", NEW_P, "name", "mode", "kg_old", "pos", "element", SALTS]
+    moved = kept.select(*columns)
+    for part in (split, broadcast, union):
+        moved = moved.unionByName(part.select(*columns))
+    order = Window.partitionBy(JOB, "kg_new").orderBy("name", "kg_old", "pos")
+    return moved.withColumn("pos", (F.row_number().over(order) - 1).cast("long")).drop("kg_old")
+
+
+def _window(spark: Any) -> Any:
+    from flink_semantics.adapters.pyspark.session import is_connect
+
+    if is_connect(spark):
+        from pyspark.sql.connect.window import Window
+    else:
+        from pyspark.sql import Window  # type: ignore[assignment]
+    return Window
+
+
+def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "value long") -> Any:
+    """The initial state (for `keyed_process(initial_state=...)`) of every job in `rescales`, each read
+    from its checkpoint's committed batch with the state data source and moved to its new
+    parallelism: keyed state by key group (KG-12..KG-14), operator state by Flink's round-robin
+    repartitioner (KG-17..KG-21).  ValueError first, naming the parameter and the rule, for a refused
+    rescale (KG-8, KG-15, KG-16) or a job named twice; no job runs before.  `state_schema`: the
+    processor's."""
+    if not rescales:
+        raise ValueError("rescales: at least one")
+    for r in rescales:
+        check_rescale(r)
+    if len({r.job for r in rescales}) != len(rescales):
+        raise ValueError("rescales: a job is rescaled once")
+    F, Window = _functions(spark.range(1)), _window(spark)
+    plan = F.broadcast(_plan(spark, rescales))
+    fields = [f.split()[0] for f in state_schema.split(", ")]
+    keyed = _reads(spark, rescales, "keyed", ["user_map_key.*", *[F.col(f"user_map_value.{f}").alias(f"s_{f}")
+                                                                  for f in fields]])
+    keyed = redistribute_keyed(keyed.join(plan, JOB), F)
+    operator = _reads(spark, rescales, "operator", ["list_element.*"]).join(plan, JOB)
+    operator = redistribute_operator(operator, F, Window)
+    state_types = {f"s_{f.split()[0]}": f.split()[1] for f in state_schema.split(", ")}
+    ddl = {"kg_kind": "string", "kg_key_group": "int", "kg_type": "string", "kg_key": "string",
+           **state_types, "kg_name": "string", "kg_mode": "string", "kg_pos": "bigint", "kg_element": "bigint"}
+    cast = {"long": "bigint", "int": "int", "string": "string", "boolean": "boolean"}
+
+    def shaped(df: Any, kind: str, given: dict[str, str]) -> Any:
+        salt = F.element_at(F.col(SALTS), F.col("kg_new") + 1).alias(SALT)
+        cols = [F.col(given[c]).cast(cast.get(t, t)).alias(c) if c in given else F.lit(None).cast(cast.get(t, t))
+                .alias(c) for c, t in ddl.items() if c != "kg_kind"]
+        return df.select(F.col(JOB), salt, F.col(NEW_P), F.lit(kind).alias("kg_kind"), *cols)
+
+    k = shaped(keyed, "keyed", {"kg_key_group": "key_group", "kg_type": "type", "kg_key": "key",
+                                **{c: c for c in state_types}})
+    o = shaped(operator, "operator", {"kg_name": "name", "kg_mode": "mode", "kg_pos": "pos",
+                                      "kg_element": "element"})
+    return k.unionByName(o)
+
+
+def latest_batch(spark: Any, checkpoint_location: str) -> int:
+    """The last committed batch of the keyed query at `checkpoint_location` (its state metadata)."""
+    F = _functions(spark.range(1))
+    row = spark.read.format("state-metadata").load(checkpoint_location).agg(F.max("maxBatchId")).first()
+    if row is None or row[0] is None:
+        raise ValueError(f"checkpoint_location: no committed batch in {checkpoint_location}")
+    return int(row[0])
+
+
+def rescale_state(spark: Any, checkpoint_location: str, *, parallelism: int, new_parallelism: int,
+                  max_parallelism: int | None = None, new_max_parallelism: int | None = None,
+                  batch_id: int | None = None, state_schema: str = "value long") -> Any:
+    """The initial state of a single-job `keyed_process` restarted at `new_parallelism` from the
+    query at `checkpoint_location` (run at `parallelism`, `max_parallelism` key groups: None for the
+    KG-9 default) as of `batch_id` (None: its last committed batch), keyed state moved as whole key
+    groups (KG-12..KG-14), operator state repartitioned as Flink does (KG-17..KG-21).  Refused with
+    ValueError naming the parameter and the rule before any job runs: bounds (KG-8), another explicit
+    maximum parallelism (KG-16), a parallelism above the maximum (KG-15)."""
+    max_p = max_parallelism_of(parallelism, max_parallelism)
+    r = Rescale(0, checkpoint_location, -1 if batch_id is None else batch_id, parallelism, max_p,
+                new_parallelism, new_max_parallelism)
+    check_rescale(r)
+    if batch_id is None:
+        r = Rescale(0, checkpoint_location, latest_batch(spark, checkpoint_location), parallelism, max_p,
+                    new_parallelism, new_max_parallelism)
+    return rescale_jobs(spark, [r], state_schema)
