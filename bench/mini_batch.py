@@ -20,6 +20,16 @@ row:
 
     PYTHONPATH=. python bench/mini_batch.py [--runs 3] [--rows 400000] [--keys 10000] [--partitions 2]
 
+`--stream` measures instead the conformance schedules per second through Structured Streaming: N
+drawn schedules of the suite's mini-batch properties (`--schedules`, default 500) through
+`mini_batch/stream.py`'s `run_many` (all of them in one query per round of incarnations, through
+`changelog_aggregate`) against the task-mode adapter (`PySparkAdapter.run_batch`) on the same
+schedules, and where the streaming run's time goes: Spark's durations of the micro-batches
+(query planning, addBatch: the stages and the sink, the offset and commit logs), the rest of each
+query's life (start, initial state, stop), and the driver (planning, output).
+
+    PYTHONPATH=. python bench/mini_batch.py --stream [--schedules 500] [--runs 3]
+
 One warm Spark session (local[2]: adapters/pyspark/session.py).  Prints medians and ranges over
 `--runs`.  The exit status is 0 whenever the benchmark ran.  Not part of the test run.
 """
@@ -134,14 +144,95 @@ def measure(spark: Any, df: Any, settings: Settings) -> tuple[float, int, int, i
     return seconds, sum(r["rows"] for r in got), sum(r["accesses"] for r in got), sum(r["out"] for r in got)
 
 
+def drawn_schedules(n: int) -> list[Any]:
+    """n schedules drawn as the suite's mini-batch properties draw them (their Features)."""
+    from flink_semantics.conformance.areas.mini_batch import Features, schedules
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    features = [Features(enabled=False, max_steps=24), Features(max_steps=30),
+                Features(rowtime=True, max_steps=30),
+                Features(two_phase=True, max_steps=30), Features(checkpoints=True, max_steps=30),
+                Features(status=True, max_steps=30),
+                Features(rowtime=True, two_phase=True, checkpoints=True, status=True, max_steps=40)]
+    out: list[Any] = []
+
+    @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck),
+              derandomize=True)
+    @given(st.sampled_from(features).flatmap(schedules))
+    def collect(s: Any) -> None:
+        out.append(s)
+
+    collect()
+    return out[:n]
+
+
+def bench_stream(spark: Any, n: int, runs: int) -> None:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from flink_semantics.adapters.pyspark.adapter import PySparkAdapter
+    from flink_semantics.adapters.pyspark.mini_batch.stream import StreamRun
+
+    batch = drawn_schedules(n)
+    task_mode = PySparkAdapter(spark=spark)
+    load_before = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    warm = Path(tempfile.mkdtemp())
+    StreamRun(spark, batch[:20], warm).run()  # warm-up (Python workers, the JVM's code), not measured
+    shutil.rmtree(warm, ignore_errors=True)
+    rates: dict[str, list[float]] = {"stream (run_many)": [], "task mode (PySparkAdapter)": []}
+    timing: dict[str, float] = {}
+    total = 0.0
+    for _ in range(runs):
+        root = Path(tempfile.mkdtemp())
+        t0 = time.perf_counter()
+        run = StreamRun(spark, batch, root)
+        run.run()
+        seconds = time.perf_counter() - t0
+        shutil.rmtree(root, ignore_errors=True)
+        rates["stream (run_many)"].append(len(batch) / seconds)
+        total += seconds
+        for k, v in run.timing.items():
+            timing[k] = timing.get(k, 0.0) + v
+        t0 = time.perf_counter()
+        task_mode.run_batch(batch)
+        rates["task mode (PySparkAdapter)"].append(len(batch) / (time.perf_counter() - t0))
+    load_after = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n{len(batch)} drawn schedules, {runs} runs, {run.queries} queries ({run.planned} micro-batches) "
+          f"a run; load average {load_before} before, {load_after} after")
+    for name, r in rates.items():
+        print(f"  {name:<28}{statistics.median(r):>8.1f} schedules/s (min {min(r):.1f}, max {max(r):.1f})")
+    def t(k: str) -> float:
+        return timing.get(k, 0.0)
+
+    batches = t("triggerExecution")
+    logs = t("walCommit") + t("commitOffsets")
+    print("where a streaming run's time goes (mean seconds a run):")
+    parts = [("micro-batches: query planning", t("queryPlanning")),
+             ("micro-batches: addBatch (stages, state store, sink)", t("addBatch")),
+             ("micro-batches: offset and commit logs", logs),
+             ("micro-batches: other", batches - t("queryPlanning") - t("addBatch") - logs),
+             ("queries: start, stop, between batches", t("query") - batches),
+             ("driver: plan, script, traces", total - t("query"))]
+    for name, seconds in parts:
+        print(f"  {name:<55}{seconds / runs:>8.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--stream", action="store_true",
+                        help="schedules/s through streaming queries (run_many)")
+    parser.add_argument("--schedules", type=int, default=500, help="drawn schedules per run (--stream)")
     args = parser.parse_args()
     spark = get_spark()
+    if args.stream:
+        bench_stream(spark, args.schedules, args.runs)
+        return
     print(f"{args.rows:,} rows, {args.keys:,} keys, {args.partitions} partitions, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.2f}")
     progress = Progress(2 * len(CONFIGS) * (args.runs + 1), "bench mini_batch", every=0)

@@ -4,9 +4,13 @@
   assigners, bundles, valve and outputs, and `Pipeline`, one incarnation of the job (standard
   library; rule IDs in comments);
 * here: `Run`, a schedule of the area run on the engine in conformance mode, and `CAPABILITIES`;
-* `stream.py`: the same engine as Structured Streaming queries (`run_schedule`): the job's non-keyed
-  part and the keyed aggregation as two chained `transformWithStateInPandas` on RocksDB, a
-  checkpoint a committed micro-batch, a restore a query started from a copy of its directory.
+* `api.py`: the public API, `changelog_aggregate`: the aggregation over a change-data-capture
+  streaming DataFrame (the job's non-keyed part and the keyed aggregation as two chained
+  `transformWithState` on the state store), and `aggregation_state` (its accumulators at a committed
+  batch, with Spark's state data source: the initial state of a restore);
+* `stream.py`: the `pyspark-stream` adapter's `run_many`: many schedules in one query per round of
+  incarnations through `changelog_aggregate`, a checkpoint a committed micro-batch, a restore a new
+  query whose initial state is each schedule's checkpoint read back.
 
 A `checkpoint` step writes the aggregation's state to the schedule's store; a `crash` step ends the
 incarnation as a real task failure (adapters/pyspark/runtime.py raises, Spark runs the task again)

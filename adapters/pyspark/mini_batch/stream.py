@@ -44,6 +44,7 @@ import functools
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,7 +83,7 @@ except ImportError:  # pyspark missing: the module still imports (the adapter re
 FORMAT = "flink_mini_batch_script"
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 RETENTION_MS = 24 * 3600 * 1000  # `ttl`: Spark's state TTL, longer than any schedule (C5)
-STEPS_PER_BATCH = 8  # the default cut of a segment into micro-batches
+STEPS_PER_BATCH = 16  # the default cut of a segment into micro-batches (a micro-batch costs ~1 s)
 SOURCE_SCHEMA = "sid long, seq long, time long, op string, key long, value long"
 
 # Capability -> why this face cannot run it: none (spec/adapter.py).
@@ -334,6 +335,9 @@ class StreamRun:
         self.planned = 0  # micro-batches planned, over all rounds
         self.micro_batches = 0  # micro-batches Spark ran (foreachBatch calls), over all rounds
         self.queries = 0
+        # Where the time goes (seconds): each query from start to stop ("query"), and Spark's
+        # durations of its micro-batches (queryPlanning, addBatch, walCommit, commitOffsets, ...)
+        self.timing: dict[str, float] = {}
 
     def run(self) -> list[Trace]:
         refused = {sid: refusal(Settings(**asdict(s.config))) for sid, s in enumerate(self.schedules)}
@@ -379,12 +383,16 @@ class StreamRun:
         write_json(script, plan.batches)
         configs = {inc.sid: config_of(self.schedules[inc.sid]) for inc in round_}
         ttls = tuple(sorted({c.state_ttl_ms for c in configs.values() if c.state_ttl_ms is not None}))
+        t0 = time.perf_counter()
         src = self.spark.readStream.format(FORMAT).option("script", str(script)).load()
         out = changelog_aggregate(src, key="key", op="op", value="value", partition_by="sid", configs=configs,
                                   order="seq", time="time", markers=True, initial_state=self._initial(round_))
         sink = functools.partial(write_batch, str(self.output), r)
         with query_conf(self.spark, {"spark.sql.shuffle.partitions": str(self.partitions),
                                      "spark.sql.streaming.stateStore.providerClass": PROVIDER,
+                                     # a commit writes the batch's changes, not a snapshot of the store
+                                     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled":
+                                         "true",
                                      "spark.sql.streaming.minBatchesToRetain": str(len(plan.batches) + 10),
                                      "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
             query = (out.writeStream.foreachBatch(sink).trigger(availableNow=True)
@@ -393,10 +401,18 @@ class StreamRun:
             query.awaitTermination()
         finally:
             query.stop()
+        self._time("query", time.perf_counter() - t0)
+        for progress in query.recentProgress:
+            for phase, ms in progress.durationMs.items():
+                self._time(phase, ms / 1000)
         self.queries += 1
         self.planned += len(plan.batches)
         for (sid, cid), batch in plan.checkpoints.items():
             self.taken[(sid, cid)] = Taken(str(checkpoint), batch, ttls)
+
+
+    def _time(self, what: str, seconds: float) -> None:
+        self.timing[what] = self.timing.get(what, 0.0) + seconds
 
 
 def run_many(spark: Any, schedules: Sequence[Schedule], root: Path,
@@ -424,7 +440,8 @@ def run_schedule(spark: Any, schedule: Schedule, root: Path | None = None,
 # --------------------------------------------------------------------------
 
 
-def run_in_process(schedules: Sequence[Schedule], steps_per_batch: int | None = STEPS_PER_BATCH) -> list[Trace]:
+def run_in_process(schedules: Sequence[Schedule],
+                   steps_per_batch: int | None = STEPS_PER_BATCH) -> list[Trace]:
     """The same rounds, micro-batches and stages without Spark: stage 1's state per schedule and
     round, stage 2's per (schedule, key) carried across micro-batches, taken at each checkpoint's
     batch and given to the round that restores it."""
@@ -446,12 +463,13 @@ def run_in_process(schedules: Sequence[Schedule], steps_per_batch: int | None = 
         for b, batch in enumerate(plan.batches):
             lanes: dict[tuple[int, int | None], list[tuple[Any, ...]]] = {}
             for sid in sorted({r[0] for r in batch}):
-                jobs[sid], mid = stage_one(settings[sid], jobs.get(sid), [r[1:] for r in batch if r[0] == sid])
+                mine = [r[1:] for r in batch if r[0] == sid]
+                jobs[sid], mid = stage_one(settings[sid], jobs.get(sid), mine)
                 for m in mid:
                     lanes.setdefault((sid, MARKERS if m[11] else m[5]), []).append(m)
             for (sid, key), lane in lanes.items():
-                after, out = stage_two(settings[sid], key, accs.get((sid, key)) if key is not MARKERS else None,
-                                       lane)
+                before = accs.get((sid, key)) if key is not MARKERS else None
+                after, out = stage_two(settings[sid], key, before, lane)
                 if key is not MARKERS:
                     if after is None:
                         accs.pop((sid, key), None)
