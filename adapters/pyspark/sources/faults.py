@@ -175,7 +175,7 @@ def run(spark: Any, jobs: list[dict[str, Any]], failures: dict[str, Any], workdi
     expected = {(j, s, o) for j, job in enumerate(jobs) for s, n in enumerate(job["splits"])
                 for o in range(n)}
     rows = committed_rows(workdir, checkpoint)
-    got = Counter((j, s, o) for j, _, s, o in rows)
+    got = Counter((r[0], r[2], r[3]) for r in rows)
     return Report(len(jobs), schedules_hit(jobs, failures), markers["reader"], markers["enumerator"],
                   markers["sink"], restarts,
                   len(offsets_written(checkpoint)), len(rows), len(expected - set(got)),
