@@ -19,7 +19,7 @@ from flink_semantics.conformance.examples import load_examples
 
 pytestmark = pytest.mark.spark
 
-UNSUPPORTED_STEPS = ("checkpoint", "crash", "restore", "status")
+UNSUPPORTED_STEPS = ("checkpoint", "crash", "restore")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,9 @@ coroutines:
 * `ordered=True` emits in input order (AIO-12); `ordered=False` emits in
   completion order but never lets a record pass a watermark row (AIO-13..15);
 * in-band watermarks: rows whose `kind` column is "W" carry a watermark in
-  their `ts` column and are emitted as "W" rows in the output stream;
+  their `ts` column and are emitted as "W" rows in the output stream; rows of kind
+  "S" carry a watermark status (`ts` 1: idle, 0: active), which bypasses the queue
+  and is emitted at once as an "S" row (AIO-51);
 * the end of the partition (of the micro-batch, in a streaming query) is end
   of input: the queue is drained before the task ends (AIO-42).  As in Flink,
   end of input also ends retrying (AIO-39): pending retries fire at once and
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import math
 import selectors
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
@@ -48,6 +51,7 @@ from flink_semantics.adapters.pyspark.async_io.operator import (
     RetryStrategy,
     Stored,
     Watermark,
+    WatermarkStatus,
     any_error,
     empty_result,
 )
@@ -185,7 +189,8 @@ class _VirtualSelector(selectors.BaseSelector):
             if self.on_stuck is not None and self.on_stuck():
                 return []  # the handler made something ready
             raise RuntimeError("virtual_time_loop: every task waits and no timer is set (a deadlock)")
-        self.now += timeout  # idle: jump to the next timer
+        # Idle: jump to the next timer (at least one float step, so that time always moves).
+        self.now = max(self.now + timeout, math.nextafter(self.now, math.inf))
         return []
 
 
@@ -263,7 +268,8 @@ OutRow = tuple[Any, str, Any, Any, Any, Any, float, Any]
 class RowOutput:
     """Collects a group's output rows; with `audit`, the operator's notifications too.
 
-    Kinds: R (a result value), W (a watermark); audit only: I (a call of the function, `attempt`),
+    Kinds: R (a result value), W (a watermark), S (a watermark status: ts 1 idle, 0 active); audit
+    only: I (a call of the function, `attempt`),
     T (the timeout handler ran), F (the operator failed, `reason`), E (end of input processed).
     `seq` is the input record's number in its group (0, 1, ...), `at` the loop time in seconds.
     """
@@ -285,7 +291,7 @@ class RowOutput:
         self._add("W", timestamp)
 
     def status(self, idle: bool) -> None:
-        pass
+        self._add("S", 1 if idle else 0)  # AIO-51: a status bypasses the queue
 
     def invoked(self, record: Record, attempt: int) -> None:
         if self.audit:
@@ -312,6 +318,7 @@ class RowOutput:
 
 
 # An input row: (kind, ts, value, at)
+TIME_RESOLUTION = 1e-9  # seconds: asyncio runs a timer due within its clock's resolution (1 ns)
 InRow = tuple[str, Any, Any, Any]
 
 
@@ -391,8 +398,8 @@ class _GroupedRun:
                 await self._wait(g)
                 continue
             kind, ts, value, at = g.buffer[0]
-            if at is not None and self.loop.time() < at:
-                await self._sleep_until(at)
+            if at is not None and at - self.loop.time() > TIME_RESOLUTION:
+                await self._sleep_until(at)  # (within the resolution asyncio's timer is due already)
                 continue
             if at is None and op.pending_input > 0:
                 await self._wait(g)  # AIO-7: the input waits while the channel is blocked
@@ -403,6 +410,8 @@ class _GroupedRun:
                 op.push(EndOfInput())
             elif kind == "W":
                 op.push(Watermark(ts if ts is not None else 0))
+            elif kind == "S":
+                op.push(WatermarkStatus(bool(ts)))  # AIO-51
             else:
                 op.push(Record(g.seq, value, ts))
                 g.seq += 1
@@ -575,7 +584,9 @@ def async_map(df: Any, fn: AsyncFn, *, capacity: int = 100, ordered: bool = True
       `group_config(group)` may give a group its own configuration (`operator_config(...)`).
     * `arrival_col` (double, seconds on the loop's clock): a row enters its operator when the
       loop's clock reaches it (a replay at a recorded pace); the whole partition is read first.
-      With it, a row of kind "E" is end of input for its group.
+      A row of kind "E" is end of input for its group (later rows of the group are ignored).
+    * rows of kind "S" are in-band watermark statuses (`ts` 1 idle, 0 active), passed on at once
+      as "S" rows (AIO-51).
     * `loop_factory`: makes each task's event loop (default `wall_clock_loop`); with
       `virtual_time_loop` time is simulated and a run is deterministic when `fn` is.  On virtual
       time an operator that can never finish after the end of the input (nothing left to happen)

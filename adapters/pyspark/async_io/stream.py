@@ -6,7 +6,8 @@ The mapping:
 * **The input** is a streaming DataFrame from a Python data source (`flink_async_io_script`, the
   `ScriptSource` below) reading a script file the driver writes: for every schedule (its id `sid`)
   its input steps as rows `(sid, kind, ts, value, at)`: a `record` step a row of kind "R" (value
-  "sid:record"), a `watermark` step a row of kind "W", an `end` step a row of kind "E"; `at` is the
+  "sid:record"), a `watermark` step a row of kind "W", a `status` step a row of kind "S" (async_map's
+  in-band statuses, `ts` 1 idle), an `end` step a row of kind "E"; `at` is the
   step's instant (below).  The whole batch of schedules is one micro-batch (offset `{"batch": 0}`),
   spread over `PARTITIONS` input partitions; `mapInArrow` is narrow, so each partition is one task,
   and `async_map(group_col="sid")` gives every schedule an operator of its own in that task, with
@@ -35,7 +36,7 @@ The mapping:
 
 Checkpoints, crashes and restores are not run (`STREAM_UNSUPPORTED`): a micro-batch commits only
 after its partition's input ended and the queue drained, so a Spark checkpoint never holds an
-element in flight.  Spark has no watermark status.
+element in flight.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from flink_semantics.spec.areas.async_io import (
     EndStep,
     ErrorStep,
     RecordStep,
+    StatusStep,
     WatermarkStep,
     event,
     retry_enabled,
@@ -88,7 +90,6 @@ STREAM_UNSUPPORTED: dict[str, str] = {
         "drained (the end of a partition is end of input), so a checkpoint never holds an element in "
         "flight and a restart replays the uncommitted micro-batch's input instead of restoring "
         "queued elements: checkpoint barriers inside a partition have no counterpart in Spark"),
-    "async_io.status": "Spark has no watermark status: no idle or active signal travels with a stream's rows",
 }
 
 
@@ -135,6 +136,8 @@ def plan(sid: int, schedule: Schedule) -> Plan:
             n_records += 1
         elif isinstance(s, WatermarkStep):
             rows.append(("W", s.timestamp, "", at))
+        elif isinstance(s, StatusStep):
+            rows.append(("S", 1 if s.idle else 0, "", at))
         elif isinstance(s, EndStep):
             rows.append(("E", None, "", at))
         elif isinstance(s, CompleteStep) and not (s.result is None and refuses_null):
@@ -280,6 +283,8 @@ def events_of(p: Plan, rows: Sequence[Mapping[str, Any]]) -> list[Event]:
             out.append(event(step, "emit", record=r["seq"], value=r["value"], timestamp=r["ts"]))
         elif kind == "W":
             out.append(event(step, "watermark", timestamp=r["ts"]))
+        elif kind == "S":
+            out.append(event(step, "status", idle=bool(r["ts"])))
         elif kind == "I":
             out.append(event(step, "invoke", record=r["seq"], attempt=r["attempt"]))
         elif kind == "T":
