@@ -18,6 +18,14 @@
    every old subtask (which must then be scanned key by key).
 
     PYTHONPATH=. python bench/key_groups.py [--runs 3] [--keys 1000000]
+    PYTHONPATH=. python bench/key_groups.py --stream [--schedules 500] [--runs 1]
+
+`--stream` measures instead the conformance schedules per second through streaming queries:
+`--schedules` drawn schedules of every supported feature (the rescaling properties' features)
+through `key_groups/stream.py`'s `run_many` (the public API, one query per round of restores)
+against the task-mode adapter (the engine in a Spark task), and where run_many's time goes:
+query starts, micro-batches (the first of a round reads the restored state with the state data
+source and redistributes it), query stops, outputs.
 
 One warm Spark session (local[2]: adapters/pyspark/session.py).  Prints medians and ranges over
 `--runs`.  The exit status is 0 whenever the benchmark ran.  Not part of the test run.
@@ -36,9 +44,9 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import networkx as nx  # noqa: E402
+from flink_semantics.adapters.pyspark.key_groups.api import MAXP, NEW_P, redistribute_keyed  # noqa: E402
 from flink_semantics.adapters.pyspark.key_groups.engine import flink_key_group, key_group_range  # noqa: E402
 from flink_semantics.adapters.pyspark.key_groups.spark import with_key_groups  # noqa: E402
-from flink_semantics.adapters.pyspark.key_groups.stream import redistribute_keyed  # noqa: E402
 from flink_semantics.adapters.pyspark.session import get_spark  # noqa: E402
 
 MAX_P = 128
@@ -107,7 +115,8 @@ def rescales(spark: Any, n: int, runs: int) -> None:
                          F.lit(1).cast("long").alias("value"))
                  .cache())
         state.count()
-        moved = redistribute_keyed(spark, state, MAX_P, p, p2)
+        moved = (redistribute_keyed(state.withColumn(NEW_P, F.lit(p2)).withColumn(MAXP, F.lit(MAX_P)), F)
+                 .select(F.col("kg_new").alias("new"), "key_group", "type", "key", "value"))
         seconds = timed(runs, lambda m=moved: m.write.format("noop").mode("overwrite").save())
         pairs = moved.join(state.select("key", F.col("partition").alias("old")), "key")
         check = pairs.agg(F.count("*").alias("n"),
@@ -147,12 +156,68 @@ def max_sources(pairs: Any) -> int:
     return int(pairs.groupBy("new").agg(F.countDistinct("old").alias("k")).agg(F.max("k")).collect()[0][0])
 
 
+def drawn_schedules(n: int) -> list[Any]:
+    """n distinct drawn schedules of the rescaling properties' features (what pyspark-stream runs)."""
+    from flink_semantics.conformance.areas.key_groups import Features, schedules
+    from hypothesis import given, settings
+
+    features = Features(spark_hash=True, operator_state=True, rescale=True, refusals=True,
+                        lone_surrogates=False, many_subtasks=False, max_steps=20)
+    out: dict[str, Any] = {}
+
+    @settings(max_examples=n * 2, database=None, derandomize=True, deadline=None)
+    @given(schedules(features))
+    def collect(s: Any) -> None:
+        out.setdefault(s.to_json(), s)
+
+    collect()
+    return list(out.values())[:n]
+
+
+def bench_stream(spark: Any, n: int, runs: int) -> None:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from flink_semantics.adapters.pyspark.adapter import PySparkAdapter
+    from flink_semantics.adapters.pyspark.key_groups.stream import run_many
+
+    batch = drawn_schedules(n)
+    task_mode = PySparkAdapter(spark=spark)
+    print(f"cpus {os.cpu_count()}, load before {os.getloadavg()[0]:.1f}; {len(batch)} drawn schedules")
+    rates: dict[str, list[float]] = {"stream (run_many)": [], "task mode (PySparkAdapter)": []}
+    for _ in range(runs):
+        root = Path(tempfile.mkdtemp(prefix="bench-kg-"))
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+        try:
+            run_many(spark, batch, root, timings)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        rates["stream (run_many)"].append(len(batch) / (time.perf_counter() - start))
+        counts = ("queries", "micro-batches run")
+        spent = [f"{k} {v:.1f}" + ("" if k in counts else " s") for k, v in timings.items()]
+        print("   run_many:", ", ".join(spent))
+        start = time.perf_counter()
+        task_mode.run_batch(batch)
+        rates["task mode (PySparkAdapter)"].append(len(batch) / (time.perf_counter() - start))
+    task_mode.close()
+    for name, r in rates.items():
+        print(f"   {name:<30} {_summary(r, 'schedules/s', 2)}")
+    print(f"load after {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--stream", action="store_true", help="schedules/s through run_many vs task mode")
+    parser.add_argument("--schedules", type=int, default=500, help="drawn schedules (--stream)")
     args = parser.parse_args()
     spark = get_spark()
+    if args.stream:
+        bench_stream(spark, args.schedules, args.runs)
+        return
     print(f"cpus {os.cpu_count()}, load before {os.getloadavg()[0]:.1f}")
     rates(spark, args.keys, args.runs)
     rescales(spark, args.keys, args.runs)

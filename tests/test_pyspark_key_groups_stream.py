@@ -1,23 +1,22 @@
-"""The key groups area on Structured Streaming (adapters/pyspark/key_groups/stream.py): keyed and
-operator state held by a real streaming query (`transformWithStateInPandas` on RocksDB), read back
-with Spark's state data source, redistributed by key-group range and restored into a query at the
-new parallelism.
+"""Key groups on Structured Streaming: the public API (adapters/pyspark/key_groups/api.py) and the
+schedules run through it (adapters/pyspark/key_groups/stream.py, `run_many`).
 
-1. Whole traces against the reference model, on hand-picked schedules (rescales up, down, to 1 and
-   to the maximum parallelism; lost updates; refusals; the three operator-state modes; null keys;
-   both hash profiles) and on a few drawn ones.  A routed key's subtask in the trace is the
-   partition Spark ran its update in, a restored key's subtask the state partition that holds it:
-   where Spark really keeps the state, not a computed number.
-2. The keyed state after a sequence of rescales, read with the state data source, equals the
-   reference model's key by key (chispa DataFrame comparison), and every key is in the state
-   partition of its key group's subtask.
+1. Refused configurations: ValueError naming the parameter and the rule, before any job runs (no
+   Spark session is given).
+2. Hand-picked schedules (rescales up, down, to 1 and to the maximum parallelism; lost updates;
+   refusals; the three operator-state modes; null keys; both hash profiles; a rejected
+   configuration) in one `run_many` call: the reference model's traces.  A routed key's subtask is
+   the partition Spark ran its update in, a restored key's the state partition that holds it.
+3. The API on a user's own stream: a count per key restarted 4 -> 7 -> 2 -> 16 subtasks with
+   `rescale_state`; the last query's keyed state, read with the state data source, equals the
+   reference model's key by key, each key in the state partition of its key group's subtask.
 
-A schedule costs seconds (a query per job, a micro-batch per checkpoint): few schedules here.
+The drawn schedules run through `--adapter pyspark-stream` (conformance/test_key_groups.py).
 """
 
 from __future__ import annotations
 
-import os
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -25,15 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flink_semantics.conformance.areas.key_groups import Features, schedules
 from flink_semantics.conformance.examples import notation
 from flink_semantics.reference import expected_trace
 from flink_semantics.reference.key_groups import Model
-from flink_semantics.spec.areas.key_groups import CheckpointStep
+from flink_semantics.spec.areas.key_groups import CheckpointStep, KeyGroupsConfig, RestoreStep, UpdateStep
 from flink_semantics.spec.schedule import Schedule
-from hypothesis import HealthCheck, given, settings
-
-pytestmark = pytest.mark.spark
 
 KG = notation("key_groups")
 
@@ -48,7 +43,15 @@ CASES = {
         {"parallelism": 2, "max_parallelism": 4},
         'update 7\nupdate "\U0001F600"\ncheckpoint\nupdate 7\nrestore 5\nrestore 5 max=8\nrestore 4\n'
         'update 7\nupdate null\nupdate -1L\ncheckpoint\nrestore 1\nupdate 7'),
+    "split names rotating, same parallelism, no checkpoint": (
+        {"parallelism": 2, "max_parallelism": 10},
+        'restore 3\nadd_state t0 a 1\nadd_state t1 a 2\nadd_state t2 a 3\nadd_state t0 b 4\n'
+        'add_state t1 b 5\nupdate 3\ncheckpoint\nrestore 3\nrestore 2\nupdate 3'),
 }
+
+
+def rendered(events: Any) -> list[str]:
+    return [KG.render(e) for e in events]
 
 
 @pytest.fixture
@@ -58,87 +61,125 @@ def workdir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def rendered(events: Any) -> list[str]:
-    return [KG.render(e) for e in events]
+# --------------------------------------------------------------------------
+# 1. Refusals on the driver
+# --------------------------------------------------------------------------
 
 
-def through_the_stream(spark: Any, schedule: Schedule, root: Path) -> Any:
-    from flink_semantics.adapters.pyspark.key_groups.stream import StreamRun
+def test_bad_configuration_is_refused_before_any_job() -> None:
+    """KG-8, KG-15, KG-16 and the profile: ValueError naming the parameter and the rule (no session:
+    nothing could have run)."""
+    from flink_semantics.adapters.pyspark.key_groups import api
+    from flink_semantics.adapters.pyspark.key_groups.stream import SumProcessor
 
-    run = StreamRun(spark, schedule, root)
-    run.run()
-    return run
+    def keyed(**kw: Any) -> None:
+        api.keyed_process(None, key="k", processor=SumProcessor(), **kw)
 
+    with pytest.raises(ValueError, match="^parallelism: KG-8"):
+        keyed(parallelism=0)
+    with pytest.raises(ValueError, match="^max_parallelism: KG-8"):
+        keyed(parallelism=5, max_parallelism=4)
+    with pytest.raises(ValueError, match="^max_parallelism: KG-8"):
+        keyed(parallelism=1, max_parallelism=32769)
+    with pytest.raises(ValueError, match="^hash: "):
+        keyed(parallelism=2, hash="md5")
+    with pytest.raises(ValueError, match="^processor: "):
+        api.keyed_process(None, key="k", processor=object(), parallelism=2)  # type: ignore[arg-type]
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_schedule_through_structured_streaming(name: str, spark: Any, workdir: Path) -> None:
-    """The whole trace of a hand-picked schedule equals the reference model's."""
-    config, steps = CASES[name]
-    s = KG.schedule(config, steps)
-    assert rendered(through_the_stream(spark, s, workdir).events) == rendered(expected_trace(s).events)
+    def rescale(**kw: Any) -> None:
+        api.rescale_state(None, "/nowhere", parallelism=2, max_parallelism=128, batch_id=0, **kw)
 
-
-def rescaled(s: Schedule) -> bool:
-    """A checkpoint, then a restore the reference performs at another parallelism."""
-    checkpoints = [i for i, step in enumerate(s.steps) if isinstance(step, CheckpointStep)]
-    first = min(checkpoints, default=len(s.steps))
-    return any(e.event == "restored" and e.step > first and e.parallelism != s.config.parallelism
-               for e in expected_trace(s).events)
-
-
-# A drawn schedule is a query per restore (about 18 s): one in the default run, more in `tox -e thorough`.
-@settings(max_examples=1 if os.environ.get("CONFORMANCE_PROFILE", "default") == "default" else 8,
-          deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(schedule=schedules(Features(spark_hash=True, operator_state=True, rescale=True, refusals=True,
-                                   lone_surrogates=False, max_steps=14)).filter(rescaled))
-def test_drawn_schedules_through_structured_streaming(schedule: Schedule, spark: Any) -> None:
-    """Drawn schedules of every feature that restore from a checkpoint at another parallelism: the
-    same traces as the reference model."""
-    root = Path(tempfile.mkdtemp(prefix="test-kg-stream-"))
-    try:
-        observed = rendered(through_the_stream(spark, schedule, root).events)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    assert observed == rendered(expected_trace(schedule).events), schedule.to_json()
+    with pytest.raises(ValueError, match="^new_parallelism: KG-15: parallelism above the checkpoint's max"):
+        rescale(new_parallelism=129)
+    with pytest.raises(ValueError, match="^new_max_parallelism: KG-16: max parallelism changed"):
+        rescale(new_parallelism=3, new_max_parallelism=256)
+    with pytest.raises(ValueError, match="^new_parallelism: KG-8: parallelism out of bounds"):
+        rescale(new_parallelism=0)
+    rescale_without_checkpoint = api.rescale_refusal(200, None, None)
+    assert rescale_without_checkpoint is None  # a new job: any parallelism in bounds (KG-9)
 
 
-def test_unpaired_surrogates_are_refused_with_sparks_reason(workdir: Path) -> None:
+def test_unpaired_surrogates_are_unsupported_with_sparks_reason(workdir: Path) -> None:
     """KG-34: a Spark string is UTF-8, so a key with an unpaired surrogate would become "?" in the
-    query (UTF8String.fromString): the streaming face refuses it up front, saying so, before any
-    query starts; an escaped pair (the character 😀) is a key like any other."""
-    from flink_semantics.adapters.pyspark.key_groups.stream import UNSUPPORTED, StreamRun
+    query (UTF8String.fromString): run_many refuses it up front with that reason, no query started."""
+    from flink_semantics.adapters.pyspark.key_groups.stream import STREAM_UNSUPPORTED, run_many
 
     bad = KG.schedule({"parallelism": 2, "hash": "spark"}, 'update "?"\nupdate "a\\ud800"')
     with pytest.raises(ValueError, match="needs key_groups.lone_surrogates: Spark's StringType holds UTF-8"):
-        StreamRun(None, bad, workdir)
-    assert "UTF8String.fromString" in UNSUPPORTED["key_groups.lone_surrogates"]
-    StreamRun(None, KG.schedule({"parallelism": 2}, 'update "\\ud83d\\ude00"'), workdir)
+        run_many(None, [bad], workdir)
+    assert "UTF8String.fromString" in STREAM_UNSUPPORTED["key_groups.lone_surrogates"]
 
 
+# --------------------------------------------------------------------------
+# 2. Schedules through run_many
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_schedules_through_the_api_in_shared_queries(spark: Any, workdir: Path) -> None:
+    """Hand-picked schedules and a rejected configuration in one run_many call (schedules at the same
+    parallelism share a query): the reference model's traces."""
+    from flink_semantics.adapters.pyspark.key_groups.stream import run_many
+
+    schedules = [KG.schedule(*CASES[name]) for name in CASES]
+    schedules.append(Schedule("key_groups", KeyGroupsConfig(5, 4), (UpdateStep(1),)))
+    traces = run_many(spark, schedules, workdir)
+    for s, t in zip(schedules, traces):
+        assert rendered(t.events) == rendered(expected_trace(s).events), s.to_json()
+
+
+# --------------------------------------------------------------------------
+# 3. The API on a user's stream: state after rescales, key by key
+# --------------------------------------------------------------------------
+
+KEYS = [f"user-{k}" for k in range(40)] + ["", "é", "日本", "\U0001F600"]
+PHASES = [(4, KEYS), (7, KEYS[::3]), (2, KEYS[::5]), (16, [])]  # parallelism, keys updated (value 1)
+
+
+@pytest.mark.spark
 def test_state_after_rescales_key_by_key(spark: Any, workdir: Path) -> None:
-    """Many keys, restored 4 -> 7 -> 2 -> 16 (the maximum) -> 3: the last query's keyed state, read
-    with the state data source, equals the reference model's key by key, and each key lives in the
-    state partition of its key group's subtask (KG-3, KG-13)."""
-    from chispa import assert_df_equality
-    from flink_semantics.adapters.pyspark.key_groups.stream import keyed_state
+    """A count per key at parallelism 4, restarted at 7, 2 and 16 (maxP 16) with `rescale_state`:
+    the last query's keyed state, read with the state data source, equals the reference model's key
+    by key, each key in the state partition of its key group's subtask (KG-3, KG-12, KG-13)."""
+    from flink_semantics.adapters.pyspark.key_groups import api
 
-    keys = [f"update {k}" for k in range(40)] + [f'update "k{k}" {k % 5 + 1}' for k in range(40)]
-    keys += [f"update {k}L" for k in (2**40, -(2**40), 2**63 - 1)]
-    steps = "\n".join(keys + ["checkpoint", "restore 7"] + keys[::3] + ["checkpoint", "restore 2"]
-                      + keys[::5] + ["checkpoint", "restore 16", "restore 3", "update 0"])
-    s = KG.schedule({"parallelism": 4, "max_parallelism": 16}, steps)
-    run = through_the_stream(spark, s, workdir)
-    job = run.stopped[-1]
-    observed = keyed_state(spark, job.location, job.batches - 1)
+    class Count(api.KeyedProcessor):
+        state_schema = "value long"
+        output_schema = "key string, value long"
 
-    model = Model(s.config)
-    for i, step in enumerate(s.steps):
+        def process(self, key: Any, row: Any, state: Any, ctx: Any) -> list[tuple[Any, ...]]:
+            value = (state.get() or (0,))[0] + 1
+            state.update((value,))
+            return [(key, value)]
+
+    initial, previous = None, None
+    for n, (p, keys) in enumerate(PHASES):
+        inp = workdir / f"in-{n}"
+        inp.mkdir()
+        (inp / "0.json").write_text("".join(json.dumps({"k": k}) + "\n" for k in keys))
+        df = spark.readStream.schema("k string").json(str(inp))
+        out = api.keyed_process(df, key="k", processor=Count(), parallelism=p, max_parallelism=16,
+                                initial_state=initial)
+        location = str(workdir / f"checkpoint-{n}")
+        writer = (out.writeStream.format("noop").option("checkpointLocation", location)
+                  .trigger(availableNow=True))
+        api.start(writer, parallelism=p, spark=spark).awaitTermination()
+        if n + 1 < len(PHASES):
+            initial = api.rescale_state(spark, location, parallelism=p, max_parallelism=16,
+                                        new_parallelism=PHASES[n + 1][0])
+        previous = location
+    observed = (spark.read.format("statestore").option("stateVarName", "keyed").load(previous)
+                .selectExpr("partition_id AS partition", "user_map_key.key_group", "user_map_key.key",
+                            "user_map_value.value"))
+
+    model = Model(KeyGroupsConfig(4, 16))
+    steps = [UpdateStep(k, "string") for k in KEYS] + [CheckpointStep()]
+    for p, keys in PHASES[1:]:
+        steps += [RestoreStep(p, None), *[UpdateStep(k, "string") for k in keys], CheckpointStep()]
+    for i, step in enumerate(steps):
         model.apply(i, step)
-    rows = [(t, kg, type_, None if key is None else str(key), value)
-            for t, groups in enumerate(model.keyed) for kg, items in groups.items()
-            for (type_, key), value in items.items()]
-    assert len(rows) == 83 and model.parallelism == 3
-    schema = "partition int, key_group int, type string, key string, value long"
-    expected = spark.createDataFrame(rows, schema)
-    assert_df_equality(observed, expected, ignore_row_order=True, ignore_nullable=True)
+    expected = sorted((t, kg, key, value) for t, groups in enumerate(model.keyed)
+                      for kg, items in groups.items() for (_, key), value in items.items())
+    assert model.parallelism == 16 and len(expected) == len(KEYS)
+    got = sorted((r["partition"], r["key_group"], r["key"], r["value"]) for r in observed.collect())
+    assert got == expected

@@ -56,17 +56,20 @@ MODES = ("split", "union", "broadcast")
 # Columns the API adds to the input rows (a user's column must not have these names).
 JOB, SALT, KEY, TYPE, HASH, GROUP, SUBTASK, MAXP = (
     "kg_job", "kg_salt", "kg_key", "kg_type", "kg_hash", "kg_key_group", "kg_subtask", "kg_max_p")
-PROFILE, SALTS, TARGET = "kg_profile", "kg_salts", "kg_target"
-NEW_P = "kg_new_p"  # the parallelism an initial-state row is for
+PROFILE, SALTS, TARGET, PAR = "kg_profile", "kg_salts", "kg_target", "kg_p"
+NEW_P = "kg_new_p"  # a rescaled job's new parallelism
+PARTS = "kg_partitions"  # the state partitions of the query an initial-state row is for
 
 
 @dataclass(frozen=True)
 class JobSpec:
-    """One keyed job of a query: its maximum parallelism (None: KG-9's default of the parallelism)
-    and its hash profile (`flink`, `spark`, `pyflink`)."""
+    """One keyed job of a query: its maximum parallelism (None: KG-9's default of its parallelism),
+    its hash profile (`flink`, `spark`, `pyflink`) and its parallelism (None: the query's; at most
+    the query's: its subtask t is the query's state partition t)."""
 
     max_parallelism: int | None = None
     hash: str = "flink"
+    parallelism: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class Rescale:
     max_parallelism: int
     new_parallelism: int
     new_max_parallelism: int | None = None
+    new_partitions: int | None = None  # the new query's state partitions (default: new_parallelism)
 
 
 # --------------------------------------------------------------------------
@@ -113,6 +117,8 @@ def rescale_refusal(new_parallelism: int, new_max_parallelism: int | None,
 def check_rescale(r: Rescale) -> None:
     """ValueError naming the parameter and the rule when the rescale is refused (KG-8, KG-15, KG-16)."""
     max_parallelism_of(r.parallelism, r.max_parallelism)
+    if r.new_partitions is not None and r.new_partitions < r.new_parallelism:
+        raise ValueError(f"new_partitions: KG-3: at least the new parallelism {r.new_parallelism}")
     reason = rescale_refusal(r.new_parallelism, r.new_max_parallelism, r.max_parallelism)
     if reason == REFUSED_MAX_CHANGED:
         raise ValueError(f"new_max_parallelism: KG-16: {reason}: the checkpoint has {r.max_parallelism} "
@@ -123,6 +129,21 @@ def check_rescale(r: Rescale) -> None:
         parameter = "new_parallelism" if not parallelism_in_bounds(r.new_parallelism, None) \
             else "new_max_parallelism"
         raise ValueError(f"{parameter}: KG-8: {reason}: {r.new_parallelism}, {r.new_max_parallelism}")
+
+
+def subtask_of(key: int | str, key_type: str, max_parallelism: int, parallelism: int,
+               hash: str = "flink") -> int:
+    """Where a key's state lives, computed in Python: KG-3 of its key group (KG-1, KG-2, KG-11 for
+    `flink`; KG-30 for `spark`)."""
+    from flink_semantics.adapters.pyspark.key_groups.engine import (
+        flink_key_group,
+        operator_index,
+        spark_key_group,
+    )
+
+    group = (spark_key_group(key, key_type, max_parallelism) if hash == "spark"
+             else flink_key_group(key, key_type, max_parallelism))
+    return operator_index(max_parallelism, parallelism, group)
 
 
 def key_group_ranges(max_parallelism: int, parallelism: int) -> list[tuple[int, int]]:
@@ -220,7 +241,7 @@ class SubtaskContext:
         out: dict[str, tuple[str, list[int]]] = {}
         if not self._operator.exists():
             return out
-        for name, mode, pos, element in sorted(self._operator.get(), key=lambda e: int(e[2])):
+        for name, mode, _pos, element in sorted(self._operator.get(), key=lambda e: int(e[2])):
             out.setdefault(name, (mode, []))[1].append(int(element))
         return out
 
@@ -263,7 +284,8 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
 
     def __init__(self, user: KeyedProcessor, columns: list[str], order: str | None, outputs: list[str],
                  with_job: bool):
-        self.user, self.columns, self.order, self.outputs, self.with_job = user, columns, order, outputs, with_job
+        self.user, self.columns, self.order = user, columns, order
+        self.outputs, self.with_job = outputs, with_job
 
     def init(self, handle: Any) -> None:
         self.keyed = handle.getMapState("keyed", struct(KEYED_KEY), struct(self.user.state_schema))
@@ -282,7 +304,8 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
                 self.keyed.updateValue((int(r["kg_key_group"]), r["kg_type"], _text(r["kg_key"])),
                                        tuple(_plain(r[f], t) for f, t in fields))
             else:
-                self.operator.appendValue((r["kg_name"], r["kg_mode"], int(r["kg_pos"]), int(r["kg_element"])))
+                element = (r["kg_name"], r["kg_mode"], int(r["kg_pos"]), int(r["kg_element"]))
+                self.operator.appendValue(element)
                 pos = max(pos, int(r["kg_pos"]) + 1)
         self.next_pos.update((pos,))
 
@@ -331,19 +354,28 @@ def _functions(df: Any) -> Any:
     return functions_of(df)
 
 
-def _jobs_frame(spark: Any, jobs: Mapping[int, JobSpec], parallelism: int) -> Any:
-    rows = [(int(j), max_parallelism_of(parallelism, s.max_parallelism), s.hash, partition_salts(parallelism, j))
-            for j, s in sorted(jobs.items())]
-    return spark.createDataFrame(rows, f"{JOB} int, {MAXP} int, {PROFILE} string, {SALTS} array<int>")
+def _jobs_frame(spark: Any, jobs: Mapping[int, JobSpec], partitions: int) -> Any:
+    rows = []
+    for j, s in sorted(jobs.items()):
+        p = s.parallelism or partitions
+        salts = partition_salts(partitions, j)
+        rows.append((int(j), p, max_parallelism_of(p, s.max_parallelism), s.hash, salts))
+    ddl = f"{JOB} int, {PAR} int, {MAXP} int, {PROFILE} string, {SALTS} array<int>"
+    return spark.createDataFrame(rows, ddl)
 
 
-def _check_jobs(jobs: Mapping[int, JobSpec], parallelism: int) -> None:
+def _check_jobs(jobs: Mapping[int, JobSpec], partitions: int) -> None:
+    max_parallelism_of(partitions, None)
     for j, s in jobs.items():
         if not isinstance(j, int) or not -2**31 <= j < 2**31:
             raise ValueError(f"jobs: a job id is an int, not {j!r}")
         if s.hash not in HASH_PROFILES:
             raise ValueError(f"hash: KG-1, KG-30, KG-33: one of {', '.join(HASH_PROFILES)}, not {s.hash!r}")
-        max_parallelism_of(parallelism, s.max_parallelism)
+        p = s.parallelism or partitions
+        if p > partitions:
+            raise ValueError(f"jobs: KG-3: job {j}'s parallelism {p} above the query's "
+                             f"{partitions} partitions")
+        max_parallelism_of(p, s.max_parallelism)
 
 
 def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: int,
@@ -393,21 +425,22 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     rows = rows.withColumn(HASH, key_hash_column(F, KEY, TYPE, F.col(PROFILE)))
     rows = rows.withColumn(GROUP, F.pmod(F.col(HASH), F.col(MAXP)).cast("int"))  # KG-1, KG-30
     rows = rows.withColumn(SUBTASK, F.expr(  # KG-3
-        f"CAST((CAST({GROUP} AS BIGINT) * {parallelism}) DIV {MAXP} AS INT)"))
-    to = (F.pmod(F.col(target).cast("int"), F.lit(parallelism)) if target is not None
+        f"CAST((CAST({GROUP} AS BIGINT) * {PAR}) DIV {MAXP} AS INT)"))
+    to = (F.pmod(F.col(target).cast("int"), F.col(PAR)) if target is not None
           else F.lit(None).cast("int"))
     rows = rows.withColumn(TARGET, to)
     subtask = F.coalesce(F.col(TARGET), F.col(SUBTASK))
     salt = F.when(subtask.isNull(), F.lit(REFUSED_SALT)).otherwise(F.element_at(F.col(SALTS), subtask + 1))
     rows = rows.withColumn(SALT, salt.cast("int"))
-    columns = [c for c in rows.columns if c not in (SALTS, PROFILE, MAXP)]
-    outputs = ([job_column] if jobs_given else []) + [f.split()[0] for f in processor.output_schema.split(", ")]
+    columns = [c for c in rows.columns if c not in (SALTS, PROFILE, MAXP, PAR)]
+    job_out = [job_column] if jobs_given else []
+    outputs = job_out + [f.split()[0] for f in processor.output_schema.split(", ")]
     out_schema = struct(", ".join(([f"{job_column} int"] if jobs_given else []) + [processor.output_schema]))
     wrapped = _KeyGroupProcessor(processor, columns, order_by, outputs, jobs_given)
     initial = None
     if initial_state is not None:
-        initial = (initial_state.where((F.col(NEW_P) == parallelism) & F.col(JOB).isin(list(jobs)))
-                   .drop(NEW_P).groupBy(JOB, SALT))
+        initial = (initial_state.where((F.col(PARTS) == parallelism) & F.col(JOB).isin(list(jobs)))
+                   .drop(PARTS).groupBy(JOB, SALT))
     return rows.select(*columns).groupBy(JOB, SALT).transformWithStateInPandas(
         wrapped, out_schema, "Append", "None", initialState=initial)
 
@@ -415,7 +448,9 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
 def query_confs(parallelism: int) -> dict[str, str]:
     """The session settings a keyed query starts with: p state partitions, the RocksDB store."""
     return {"spark.sql.shuffle.partitions": str(parallelism),
-            "spark.sql.streaming.stateStore.providerClass": PROVIDER}
+            "spark.sql.streaming.stateStore.providerClass": PROVIDER,
+            # each micro-batch commits its changes, not a snapshot of every partition's RocksDB
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
 
 
 @contextmanager
@@ -445,9 +480,13 @@ def _read(spark: Any, location: str, variable: str, batch: int) -> Any:
 
 
 def _plan(spark: Any, rescales: Sequence[Rescale]) -> Any:
-    rows = [(r.job, r.parallelism, r.new_parallelism, r.max_parallelism,
-             partition_salts(r.new_parallelism, r.job)) for r in rescales]
-    return spark.createDataFrame(rows, f"{JOB} int, kg_old_p int, {NEW_P} int, {MAXP} int, {SALTS} array<int>")
+    rows = []
+    for r in rescales:
+        parts = r.new_partitions or r.new_parallelism
+        rows.append((r.job, r.parallelism, r.new_parallelism, r.max_parallelism, parts,
+                     partition_salts(parts, r.job)))
+    return spark.createDataFrame(rows, f"{JOB} int, kg_old_p int, {NEW_P} int, {MAXP} int, {PARTS} int, "
+                                 f"{SALTS} array<int>")
 
 
 def _reads(spark: Any, rescales: Sequence[Rescale], variable: str, columns: list[Any]) -> Any:
@@ -470,7 +509,8 @@ def redistribute_keyed(keyed: Any, F: Any) -> Any:
     holds the key group: `key_group * new_p div maxP` (KG-3 with the restored maxP, so new subtask i
     gets exactly the key groups of its KG-4 range from every old subtask holding them, KG-5; at the
     same parallelism each subtask its own)."""
-    return keyed.withColumn("kg_new", F.expr(f"CAST((CAST(key_group AS BIGINT) * {NEW_P}) DIV {MAXP} AS INT)"))
+    new = F.expr(f"CAST((CAST(key_group AS BIGINT) * {NEW_P}) DIV {MAXP} AS INT)")
+    return keyed.withColumn("kg_new", new)
 
 
 def _split(split: Any, F: Any, Window: Any) -> Any:
@@ -505,7 +545,7 @@ def redistribute_operator(operator: Any, F: Any, Window: Any) -> Any:
     broadcast = _everywhere(operator.where(~same & (mode == "broadcast")), F).where(
         F.col("kg_new") % F.col("kg_old_p") == F.col("kg_old"))
     union = _everywhere(operator.where(mode == "union"), F)
-    columns = [JOB, "kg_new", NEW_P, "name", "mode", "kg_old", "pos", "element", SALTS]
+    columns = [JOB, "kg_new", PARTS, "name", "mode", "kg_old", "pos", "element", SALTS]
     moved = kept.select(*columns)
     for part in (split, broadcast, union):
         moved = moved.unionByName(part.select(*columns))
@@ -546,14 +586,15 @@ def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "v
     operator = redistribute_operator(operator, F, Window)
     state_types = {f"s_{f.split()[0]}": f.split()[1] for f in state_schema.split(", ")}
     ddl = {"kg_kind": "string", "kg_key_group": "int", "kg_type": "string", "kg_key": "string",
-           **state_types, "kg_name": "string", "kg_mode": "string", "kg_pos": "bigint", "kg_element": "bigint"}
+           **state_types, "kg_name": "string", "kg_mode": "string", "kg_pos": "bigint",
+           "kg_element": "bigint"}
     cast = {"long": "bigint", "int": "int", "string": "string", "boolean": "boolean"}
 
     def shaped(df: Any, kind: str, given: dict[str, str]) -> Any:
         salt = F.element_at(F.col(SALTS), F.col("kg_new") + 1).alias(SALT)
-        cols = [F.col(given[c]).cast(cast.get(t, t)).alias(c) if c in given else F.lit(None).cast(cast.get(t, t))
-                .alias(c) for c, t in ddl.items() if c != "kg_kind"]
-        return df.select(F.col(JOB), salt, F.col(NEW_P), F.lit(kind).alias("kg_kind"), *cols)
+        cols = [(F.col(given[c]) if c in given else F.lit(None)).cast(cast.get(t, t)).alias(c)
+                for c, t in ddl.items() if c != "kg_kind"]
+        return df.select(F.col(JOB), salt, F.col(PARTS), F.lit(kind).alias("kg_kind"), *cols)
 
     k = shaped(keyed, "keyed", {"kg_key_group": "key_group", "kg_type": "type", "kg_key": "key",
                                 **{c: c for c in state_types}})

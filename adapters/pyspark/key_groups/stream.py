@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,8 +61,12 @@ STREAM_UNSUPPORTED: dict[str, str] = {
         "UTF8String.fromString is String.getBytes(UTF_8), which writes it as '?' (the JSON source's "
         "path), createDataFrame's pickled rows give U+FFFD and Arrow refuses it, so such a key would "
         "be another key (\"?\") in the query's grouping and state (KG-34)"),
+    "key_groups.many_subtasks": (
+        "a stateful Structured Streaming query runs one task, with its Python worker and RocksDB "
+        "instance, per state partition in every micro-batch, and a subtask here is a state partition: "
+        "parallelisms of hundreds to 32768 subtasks (KG-8's bound) cost minutes per micro-batch, so "
+        "this face runs up to 16"),
 }
-UNSUPPORTED = STREAM_UNSUPPORTED
 
 INPUT_SCHEMA = ("job int, seq long, kind string, key string, type string, value long, target int, "
                 "name string, mode string, element long")
@@ -77,7 +83,8 @@ class SumProcessor(KeyedProcessor):
     def process(self, key: Any, row: Any, state: Any, ctx: Any) -> list[tuple[Any, ...]]:
         total = int((state.get() or (0,))[0]) + int(row.value)
         state.update((total,))
-        return [(int(row.seq), "routed", ctx.hash, ctx.key_group, ctx.partition, None, None, total, None, None)]
+        seq = int(row.seq)
+        return [(seq, "routed", ctx.hash, ctx.key_group, ctx.partition, None, None, total, None, None)]
 
     def null_key(self, row: Any, ctx: Any) -> list[tuple[Any, ...]]:
         return [(int(row.seq), "null_key", None, None, None, None, None, None, None, None)]
@@ -189,42 +196,52 @@ class Round:
     """The queries of one round: one per parallelism, each with the schedules running at it."""
 
     def __init__(self, spark: Any, root: Path, number: int, plans: dict[int, Plan],
-                 locations: dict[tuple[int, int], str]):
+                 locations: dict[tuple[int, int], str], timings: dict[str, float] | None = None):
         self.spark, self.root, self.number = spark, root, number
+        self.timings = timings if timings is not None else {}
         self.plans, self.locations = plans, locations
         self.segments = {sid: p.segments[number] for sid, p in plans.items() if len(p.segments) > number}
         self.queries: list[tuple[Any, str]] = []
 
-    def initial_state(self) -> Any:
-        """The restored schedules' state, moved to their new parallelism, written once by Spark."""
+    def initial_state(self, partitions: int) -> Any:
+        """The restored schedules' state, moved to their new parallelism (read by the round's one query
+        in its first micro-batch)."""
         rescales = [Rescale(sid, self.locations[(sid, seg.restored_from.segment)], seg.restored_from.batch,
                             seg.restored_from.parallelism, seg.restored_from.max_parallelism,
-                            seg.parallelism, seg.new_max)
+                            seg.parallelism, seg.new_max, partitions)
                     for sid, seg in sorted(self.segments.items()) if seg.restored_from is not None]
-        if not rescales:
-            return None
-        path = str(self.root / f"initial-{self.number}")
-        api.rescale_jobs(self.spark, rescales).write.parquet(path)
-        return self.spark.read.parquet(path)
+        return api.rescale_jobs(self.spark, rescales) if rescales else None
 
     def run(self) -> list[Any]:
-        """Each query of the round, one after the other (started, run to the end of its input,
-        stopped); their output rows."""
-        initial = self.initial_state()
-        by_p: dict[int, list[int]] = defaultdict(list)
-        for sid, seg in self.segments.items():
-            by_p[seg.parallelism].append(sid)
-        for p, sids in sorted(by_p.items()):
-            batches = max(len(self.segments[sid].batches()) for sid in sids)
-            if not batches:
-                continue
-            query, name = self._query(p, sorted(sids), batches, initial)
-            self.queries.append((query, name))
-            try:
+        """The round's query (started, run to the end of its input, stopped): its output rows."""
+        sids = sorted(self.segments)
+        batches = max((len(self.segments[sid].batches()) for sid in sids), default=0)
+        if not batches:
+            return []
+        partitions = max(self.segments[sid].parallelism for sid in sids)
+        with self._timed("state reads and redistribution"):
+            initial = self.initial_state(partitions)
+        with self._timed("query starts"):
+            query, name = self._query(partitions, sids, batches, initial)
+        self.queries.append((query, name))
+        try:
+            with self._timed("micro-batches"):
                 query.processAllAvailable()
-            finally:
+        finally:
+            with self._timed("query stops"):
                 query.stop()
-        return self.output()
+        self.timings["queries"] = self.timings.get("queries", 0) + 1
+        self.timings["micro-batches run"] = self.timings.get("micro-batches run", 0) + batches
+        with self._timed("outputs"):
+            return self.output()
+
+    @contextmanager
+    def _timed(self, what: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[what] = self.timings.get(what, 0.0) + time.perf_counter() - start
 
     def _query(self, p: int, sids: list[int], batches: int, initial: Any) -> tuple[Any, str]:
         name = f"kg_{uuid.uuid4().hex[:12]}"
@@ -239,8 +256,8 @@ class Round:
         location = str(base / "checkpoint")
         for sid in sids:
             self.locations[(sid, self.number)] = location
-        jobs = {sid: JobSpec(self.segments[sid].max_parallelism, self.plans[sid].schedule.config.hash)
-                for sid in sids}
+        jobs = {sid: JobSpec(self.segments[sid].max_parallelism, self.plans[sid].schedule.config.hash,
+                             self.segments[sid].parallelism) for sid in sids}
         df = self.spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1).json(str(inp))
         out = api.keyed_process(df, key="key", key_type="type", target="target", order_by="seq",
                                 processor=SumProcessor(), parallelism=p, jobs=jobs, job_column="job",
@@ -295,7 +312,8 @@ def _events(p: Plan, rows: list[Any]) -> list[Event]:
             elements[(seq, r["subtask"], r["name"])].append(r["element"])
     for step, head in restores.items():
         parallelism = head[0].parallelism
-        for t, kg, key, type_, value in sorted(keyed[step], key=lambda e: (e[0], e[1], key_sort((e[3], e[2])))):
+        order = sorted(keyed[step], key=lambda e: (e[0], e[1], key_sort((e[3], e[2]))))
+        for t, kg, key, type_, value in order:
             head.append(event(step, "keyed", subtask=t, key_group=kg, key=key, type=type_, value=value))
         for t in range(parallelism):  # KG-17..KG-21: every name of the checkpoint on every subtask
             for name in p.names.get(step, []):
@@ -306,9 +324,11 @@ def _events(p: Plan, rows: list[Any]) -> list[Event]:
     return out
 
 
-def run_many(spark: Any, schedules: Sequence[Schedule], root: Path) -> list[Trace]:
+def run_many(spark: Any, schedules: Sequence[Schedule], root: Path,
+             timings: dict[str, float] | None = None) -> list[Trace]:
     """The traces of a batch of key groups schedules, through `api.keyed_process` and
-    `api.rescale_jobs`: each round of restores one query per parallelism (see the module's doc)."""
+    `api.rescale_jobs`: each round of restores one query per parallelism (see the module's doc).
+    `timings`, when given, adds up the seconds spent per phase (bench/key_groups.py)."""
     traces: dict[int, Trace] = {}
     plans: dict[int, Plan] = {}
     for i, s in enumerate(schedules):
@@ -328,7 +348,7 @@ def run_many(spark: Any, schedules: Sequence[Schedule], root: Path) -> list[Trac
     locations: dict[tuple[int, int], str] = {}
     rounds = max((len(p.segments) for p in plans.values()), default=0)
     for number in range(rounds):
-        r = Round(spark, Path(root), number, plans, locations)
+        r = Round(spark, Path(root), number, plans, locations, timings)
         try:
             got = r.run()
         finally:
