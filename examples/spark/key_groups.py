@@ -16,7 +16,9 @@ state lives, and checks both.  Temporary directories are removed.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -54,10 +56,12 @@ def run(spark, events: Path, checkpoint: Path, parallelism: int, initial=None) -
 
 
 def main() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's Python workers: this interpreter
     work = Path(tempfile.mkdtemp(prefix="flink-key-groups-example-"))
     spark = (SparkSession.builder.master("local[2]").appName("flink-key-groups-example")
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
     try:
         (work / "events").mkdir()
         (work / "events" / "part-0.json").write_text("".join(json.dumps({"user": u}) + "\n" for u in FIRST))
@@ -65,7 +69,7 @@ def main() -> None:
 
         # Rescale 2 -> 3: the state as of the last committed micro-batch, moved by key group.
         state = api.rescale_state(spark, str(work / "checkpoint-p2"), parallelism=2, max_parallelism=MAX_P,
-                                  new_parallelism=3)
+                                  new_parallelism=3, state_schema=RunningCount.state_schema)
         (work / "more").mkdir()
         (work / "more" / "part-0.json").write_text("".join(json.dumps({"user": u}) + "\n" for u in MORE))
         after = run(spark, work / "more", work / "checkpoint-p3", parallelism=3, initial=state)
