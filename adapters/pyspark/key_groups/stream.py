@@ -4,9 +4,10 @@
 The mapping:
 
 * **a schedule** is a job of `api.keyed_process` (`jobs`: its index is its job id, part of every
-  grouping key, with its own maximum parallelism and hash profile); the schedules running at one
-  parallelism p share **one streaming query** of p state partitions (`api.start`), on the RocksDB
-  state store, with a file source as its input (`maxFilesPerTrigger` 1: a micro-batch per file);
+  grouping key, with its own parallelism, maximum parallelism and hash profile); every schedule of a
+  round shares **one streaming query** whose state partitions number the round's largest
+  parallelism (`api.start`; a job at p uses partitions 0..p-1), on the RocksDB state store, with a
+  file source as its input (`maxFilesPerTrigger` 1: a micro-batch per file);
 * **a subtask** is one grouping key (job, salt) whose state partition is the subtask: a routed
   key's `subtask` in the trace is the partition its update ran in, a restored key's the partition
   that holds it;
@@ -17,8 +18,8 @@ The mapping:
   checkpoint are micro-batch k of its query (all schedules advance in the same micro-batches);
 * **a restore** is a round: the queries stop; each restored schedule's state is read with the
   state data source at its own checkpoint's batch id (`api.rescale_jobs`: keyed state by key group,
-  operator state by Flink's repartitioner, as DataFrame operations), written once by Spark as
-  parquet, and the union is the `initialState` of new queries, one per new parallelism; the first
+  operator state by Flink's repartitioner, as DataFrame operations), and the union is the
+  `initialState` of the round's new query, read in its first micro-batch; the first
   micro-batch of a restored schedule asks each new subtask for what it holds (`dump` rows): the
   trace's `keyed` and `operator` events are read from the state store by the processor;
 * **refusals** (KG-8, KG-15, KG-16) are decided on the driver (`api.rescale_refusal`) before
