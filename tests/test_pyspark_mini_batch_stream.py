@@ -1,26 +1,27 @@
-"""The mini-batch area on Structured Streaming (adapters/pyspark/mini_batch/stream.py): schedules run
-as real streaming queries (a scripted Python source, the job's non-keyed part and the aggregation as
-two chained `transformWithStateInPandas` on RocksDB, a query per incarnation, checkpoints as
-committed micro-batches, restores from copies of their directories), compared with the reference
-model's trace by the suite's own comparison (`compare_scripted`: the keys of a bundle in any order,
-MB-9).
+"""The mini-batch area on Structured Streaming: the public API (adapters/pyspark/mini_batch/api.py,
+`changelog_aggregate`) and the conformance runner through it (adapters/pyspark/mini_batch/stream.py,
+`run_many`: many schedules per query, a query per round of incarnations, restores from each
+schedule's checkpoint read with Spark's state data source), compared with the reference model's
+trace by the suite's own comparison (`compare_scripted`: the keys of a bundle in any order, MB-9).
 
-1. Hand-picked schedules in the notation of spec/mini-batch.md, one for each part of the area, some
-   cut into micro-batches of a few steps so that bundles span micro-batches; each checks that Spark
-   ran one micro-batch per batch of the script.
-2. A few drawn schedules (mixed features, checkpoints and restores among them).
-3. The same stages and micro-batches without Spark (`run_in_process`) on the rules' examples and on
-   many drawn schedules: the staging itself, in a second.
+1. Hand-picked schedules in the notation of spec/mini-batch.md, one for each part of the area, all
+   in one `run_many` call: one query per round, one micro-batch per planned batch.
+2. The API on a stream of its own (files, as a user's CDC feed): the changelog with a subset of the
+   aggregates, the state read back at a batch and given to a second query, bad arguments refused
+   before any query starts.
+3. The same rounds, micro-batches and stages without Spark (`run_in_process`) on the rules'
+   examples and on many drawn schedules in one call: the planning itself, in seconds.
 
-A schedule costs seconds (a query per incarnation, about a second a micro-batch): few of them here.
+Drawn schedules through Spark are the suite's (`--adapter pyspark-stream --areas mini_batch`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,9 @@ from flink_semantics.conformance.areas.mini_batch import Features, schedules
 from flink_semantics.conformance.checker import compare_scripted
 from flink_semantics.conformance.examples import load_examples, notation
 from flink_semantics.reference import expected_trace
-from flink_semantics.spec.areas.mini_batch import RestoreStep, RowStep
 from flink_semantics.spec.schedule import Event, Schedule, Trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-pytestmark = pytest.mark.spark
 
 MB = notation("mini_batch")
 
@@ -159,10 +157,6 @@ CASES: dict[str, tuple[dict[str, Any], str, int | None]] = {
 }
 
 
-# Cases run with the keys' state in two partitions (the others in one): the same trace.
-PARTITIONS = {"two-phase": 2, "processing time": 2}
-
-
 @pytest.fixture
 def workdir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="test-mb-stream-"))
@@ -170,7 +164,7 @@ def workdir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def check(schedule: Schedule, events: list[Event]) -> None:
+def check(schedule: Schedule, events: Sequence[Event]) -> None:
     """The observed events are the reference's trace, up to MB-9 (the suite's comparison)."""
     want = expected_trace(schedule)
     problem = compare_scripted(schedule, want, Trace(tuple(events)))
@@ -180,89 +174,149 @@ def check(schedule: Schedule, events: list[Event]) -> None:
                     + "\nobserved:\n  " + "\n  ".join(map(MB.render, events)), pytrace=False)
 
 
-def through_the_stream(spark: Any, schedule: Schedule, root: Path, steps_per_batch: int | None,
-                       partitions: int) -> Any:
+@pytest.mark.spark
+def test_schedules_through_one_query_per_round(spark: Any, workdir: Path) -> None:
+    """The hand-picked schedules and a refused one, all in one `run_many`: the reference's traces;
+    a query per round (the restores of "checkpoint, crash, restore" and "sums wrap around": three
+    rounds), one micro-batch per planned batch; the refused one (MB-2) ran in none."""
     from flink_semantics.adapters.pyspark.mini_batch.stream import StreamRun
 
-    run = StreamRun(spark, schedule, root, steps_per_batch, partitions)
-    run.run()
-    return run
+    cases = [MB.schedule(config, steps) for config, steps, _ in CASES.values()]
+    refused = MB.schedule({"enabled": True, "allow_latency": 0, "size": 10}, "row k1 +I 5\nend",
+                          validate=False)
+    run = StreamRun(spark, [*cases, refused], workdir, steps_per_batch=5)
+    traces = run.run()
+    for s, trace in zip(cases, traces):
+        check(s, trace.events)
+    assert [e.event for e in traces[-1].events] == ["rejected"]
+    assert traces[-1].events[0].reason.startswith("MB-2")
+    assert run.queries == 3
+    assert run.micro_batches == run.planned > run.queries
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_schedule_through_structured_streaming(name: str, spark: Any, workdir: Path) -> None:
-    """A hand-picked schedule gives the reference's trace, one micro-batch per script batch."""
-    config, steps, steps_per_batch = CASES[name]
-    s = MB.schedule(config, steps)
-    run = through_the_stream(spark, s, workdir, steps_per_batch, PARTITIONS.get(name, 1))
-    check(s, run.events)
-    assert run.micro_batches == run.planned, (run.micro_batches, run.planned)
-    assert run.planned > len(run.queries), "a query of one micro-batch"
+# The API's stream: (lsn, ts, op, k, v) per file (a micro-batch each)
+API_FILES = [
+    [(1, 0, "+I", 1, 5), (2, 1, "+I", 1, 7), (3, 2, "+I", 2, 3), (4, 3, "-U", 1, 5)],
+    [(5, 4, "+U", 1, 9), (6, 5, "-D", 2, 3), (7, 6, "-U", 1, 7), (8, 7, "+U", 1, 8)],
+]
+API_SCHEMA = "lsn long, ts long, op string, k long, v long"
 
 
-def test_refused_configuration_runs_no_query(spark: Any) -> None:
-    """MB-2: the single `rejected` event, and no query started."""
-    from flink_semantics.adapters.pyspark.mini_batch.stream import run_schedule
+def _feed(directory: Path, files: list[list[tuple[Any, ...]]]) -> None:
+    directory.mkdir()
+    for i, rows in enumerate(files):
+        lines = [json.dumps(dict(zip(("lsn", "ts", "op", "k", "v"), r))) for r in rows]
+        path = directory / f"{i:03d}.json"
+        path.write_text("\n".join(lines) + "\n")
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))  # the file source takes files in mtime order
 
-    s = MB.schedule({"enabled": True, "allow_latency": 0, "size": 10, "two_phase": True}, "row k1 +I 5\nend",
-                    validate=False)
+
+def _run_to_end(df: Any, checkpoint: Path, name: str) -> list[Any]:
+    from flink_semantics.adapters.pyspark.mini_batch.api import STATE_STORE_CONF
+    from flink_semantics.adapters.pyspark.session import query_conf
+
+    with query_conf(df.sparkSession, STATE_STORE_CONF):
+        query = (df.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+                 .option("checkpointLocation", str(checkpoint)).start())
+    query.awaitTermination()
+    rows = df.sparkSession.table(name).orderBy("seq", "n", "kpos", "sub").collect()
+    df.sparkSession.catalog.dropTempView(name)
+    return rows
+
+
+@pytest.mark.spark
+def test_api_on_a_stream_and_a_restore_from_its_state(spark: Any, workdir: Path) -> None:
+    """`changelog_aggregate` on a file stream, COUNT and MAX only, bundles of 2 (MB-10): +I, -U/+U,
+    -D (MB-19, MB-20, MB-23); the last bundle changes SUM and MIN only, so with COUNT and MAX
+    selected it emits nothing (MB-21).  `aggregation_state` reads the accumulators at the last batch
+    (the state data source) and a second query, mini-batch off (MB-24), starts from them (MB-29)."""
+    from flink_semantics.adapters.pyspark.mini_batch.api import aggregation_state, changelog_aggregate
+
+    _feed(workdir / "in", API_FILES)
+    src = spark.readStream.schema(API_SCHEMA).option("maxFilesPerTrigger", 1).json(str(workdir / "in"))
+    out = changelog_aggregate(src, key="k", op="op", value="v", aggregates=["count", "max"],
+                              mini_batch=True, allow_latency_ms=1000, bundle_size=2, update_before=True,
+                              order="lsn", time="ts")
+    assert out.columns == ["k", "op", "count", "max", "seq", "n", "kpos", "sub"]
+    rows = _run_to_end(out, workdir / "a", "mb_api_a")
+    assert [(r.seq, r.k, r.op, r["count"], r["max"]) for r in rows] == [
+        (2, 1, "+I", 2, 7),
+        (4, 2, "+I", 1, 3), (4, 1, "-U", 2, 7), (4, 1, "+U", 1, 7),
+        (6, 1, "-U", 1, 7), (6, 1, "+U", 2, 9), (6, 2, "-D", 1, 3),
+    ]
+    state = aggregation_state(spark, str(workdir / "a"), 1).collect()
+    assert [(r.key, r["count"], r["sum"], sorted(map(tuple, json.loads(r["values"])))) for r in state] == [
+        (1, 2, 17, [(8, 1), (9, 1)])]
+
+    _feed(workdir / "in2", [[(9, 0, "-D", 1, 9)]])
+    src2 = spark.readStream.schema(API_SCHEMA).json(str(workdir / "in2"))
+    restored = aggregation_state(spark, str(workdir / "a"), 1)
+    out2 = changelog_aggregate(src2, key="k", op="op", value="v", order="lsn", initial_state=restored)
+    rows2 = _run_to_end(out2, workdir / "b", "mb_api_b")
+    assert [(r.k, r.op, r["count"], r["sum"], r["min"], r["max"]) for r in rows2] == [(1, "+U", 1, 8, 8, 8)]
+
+
+BAD_ARGUMENTS: list[tuple[dict[str, Any], str, str]] = [
+    ({"mini_batch": True, "allow_latency_ms": 0, "bundle_size": 10}, "allow_latency_ms", "MB-2"),
+    ({"mini_batch": True, "allow_latency_ms": 10, "bundle_size": -1}, "bundle_size", "MB-2"),
+    ({"mini_batch": True, "allow_latency_ms": 10}, "bundle_size", "MB-2"),
+    ({"aggregates": ["count", "avg"]}, "aggregates", "MB-30"),
+    ({"aggregates": []}, "aggregates", "MB-30"),
+    ({"assigner": "eventtime"}, "assigner", "MB-4"),
+    ({"state_ttl_ms": 0}, "state_ttl_ms", "MB-22"),
+    ({"key": "nope"}, "key", "MB-30"),
+    ({"value": "op"}, "value", "MB-30"),
+    ({"op": "k"}, "op", "MB-17"),
+    ({"order": "op"}, "order", "MB-9"),
+    ({"order": None}, "order", "MB-9"),
+    ({"configs": {1: "fast"}, "partition_by": "k"}, "configs", "MB-2"),
+    ({"configs": {1: None}}, "configs", "MB-2"),
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("bad,param,rule", BAD_ARGUMENTS)
+def test_bad_arguments_are_refused_before_any_query(spark: Any, tmp_path: Path, bad: dict[str, Any],
+                                                    param: str, rule: str) -> None:
+    """A ValueError naming the parameter and the rule, and no query started."""
+    from flink_semantics.adapters.pyspark.mini_batch.api import changelog_aggregate
+
+    src = spark.readStream.schema(API_SCHEMA).json(str(tmp_path))
+    args: dict[str, Any] = {"key": "k", "op": "op", "value": "v", "order": "lsn", **bad}
     before = len(spark.streams.active)
-    events = run_schedule(spark, s)
-    check(s, events)
-    assert [e.event for e in events] == ["rejected"] and events[0].reason.startswith("MB-2")
+    with pytest.raises(ValueError) as e:
+        changelog_aggregate(src, **args)
+    assert param in str(e.value) and rule in str(e.value), str(e.value)
     assert len(spark.streams.active) == before
 
 
-def _worth_a_query(s: Schedule) -> bool:
-    """A restore or two (a query each: a drawn schedule costs seconds), one from a checkpoint, and
-    rows enough to bundle (the first examples hypothesis draws are the plainest)."""
-    restores = [step for step in s.steps if isinstance(step, RestoreStep)]
-    rows = sum(isinstance(step, RowStep) for step in s.steps)
-    return 1 <= len(restores) <= 2 and any(r.checkpoint is not None for r in restores) and rows >= 5
-
-
-FEATURES = [Features(checkpoints=True, status=True, max_steps=16, two_phase=True),
-            Features(checkpoints=True, status=True, max_steps=16, enabled=False),
-            Features(checkpoints=True, status=True, max_steps=16, rowtime=True)]
-DRAWN = st.one_of(*(schedules(f).filter(_worth_a_query) for f in FEATURES))
-
-
-# A drawn schedule is a query (about 14 s): two in the default run, more in `tox -e thorough`.
-@settings(max_examples=2 if os.environ.get("CONFORMANCE_PROFILE", "default") == "default" else 8,
-          deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                 HealthCheck.filter_too_much])
-@given(schedule=DRAWN)
-def test_drawn_schedules_through_structured_streaming(schedule: Schedule, spark: Any) -> None:
-    """Drawn schedules (two-phase, mini-batch off, row time; statuses, checkpoints and restores):
-    the reference's traces, in micro-batches of 3 steps."""
-    from flink_semantics.adapters.pyspark.mini_batch.stream import run_schedule
-
-    check(schedule, run_schedule(spark, schedule, steps_per_batch=3))
-
-
 def test_examples_on_the_stages_without_spark() -> None:
-    """Every executable example of spec/mini-batch.md through the stages and micro-batches without
-    Spark, at several micro-batch sizes."""
+    """Every executable example of spec/mini-batch.md through the rounds, micro-batches and stages
+    without Spark, all in one call, at several micro-batch sizes."""
     from flink_semantics.adapters.pyspark.mini_batch.stream import run_in_process
 
     examples = [ex for ex in load_examples() if ex.area == "mini_batch" and ex.refusal is None]
     assert len(examples) > 30
-    for ex in examples:
-        for steps_per_batch in (None, 1, 2, 5):
-            got = Trace(tuple(run_in_process(ex.schedule, steps_per_batch)))
+    for steps_per_batch in (None, 1, 2, 5):
+        for ex, got in zip(examples, run_in_process([ex.schedule for ex in examples], steps_per_batch)):
             assert compare_scripted(ex.schedule, ex.trace, got) is None, (ex.id, steps_per_batch)
 
 
-@settings(max_examples=300, deadline=None, database=None, derandomize=True,
+DRAWN = st.one_of(schedules(Features(two_phase=True, checkpoints=True, status=True, rowtime=True,
+                                     max_steps=40)),
+                  schedules(Features(enabled=False, checkpoints=True, status=True)),
+                  schedules(Features(rowtime=True, checkpoints=True, status=True)),
+                  schedules(Features(checkpoints=True, status=True)))
+
+
+@settings(max_examples=20, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
-@given(schedule=st.one_of(schedules(Features(two_phase=True, checkpoints=True, status=True)),
-                          schedules(Features(enabled=False, checkpoints=True, status=True)),
-                          schedules(Features(rowtime=True, checkpoints=True, status=True)),
-                          schedules(Features(checkpoints=True, status=True))),
-       steps_per_batch=st.sampled_from([None, 1, 2, 3, 7]))
-def test_drawn_schedules_on_the_stages_without_spark(schedule: Schedule, steps_per_batch: int | None) -> None:
-    """Many drawn schedules through the stages without Spark: the reference's traces."""
+@given(batch=st.lists(DRAWN, min_size=1, max_size=40), steps_per_batch=st.sampled_from([None, 1, 2, 3, 8]))
+def test_drawn_batches_on_the_stages_without_spark(batch: list[Schedule],
+                                                   steps_per_batch: int | None) -> None:
+    """Batches of drawn schedules multiplexed through the stages without Spark (rounds, aligned
+    checkpoints, restores from each schedule's own checkpoint): the reference's traces."""
     from flink_semantics.adapters.pyspark.mini_batch.stream import run_in_process
 
-    check(schedule, run_in_process(schedule, steps_per_batch))
+    for s, got in zip(batch, run_in_process(batch, steps_per_batch)):
+        check(s, got.events)

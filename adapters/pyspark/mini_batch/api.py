@@ -15,11 +15,11 @@ wrapping around as a Java long), MIN and MAX with retraction (MB-30), and emits 
 changelog: `+I` for a new key, `-U`/`+U` for a changed one, `-D` when its count drops to zero
 (MB-17..MB-24), in bundles with mini-batch on (MB-4..MB-16), optionally local-global (MB-25, MB-26).
 
-The query it builds (two chained `transformWithStateInPandas`, state on the state store):
+The query it builds (two chained `transformWithState`, state on the state store):
 
-    input -> stage 1: groupBy(partition).transformWithStateInPandas   (assigner, bundles, valve)
+    input -> stage 1: groupBy(partition).transformWithState   (assigner, bundles, valve)
           -> shuffle by (partition, key)
-          -> stage 2: groupBy(partition, marker, key).transformWithStateInPandas   (accumulators)
+          -> stage 2: groupBy(partition, marker, key).transformWithState   (accumulators)
 
 * **Stage 1**, the job's non-keyed part at parallelism 1 per `partition_by` value, runs the engine's
   `Pipeline` (the mini-batch assigner with its timers, MB-4..MB-7; in two-phase the local aggregation
@@ -34,13 +34,16 @@ The query it builds (two chained `transformWithStateInPandas`, state on the stat
   involved (with ANSI mode it raises on overflow; Flink's BIGINT SUM wraps, MB-30).
 
 Rows are applied in `order` within a micro-batch (arrival order, MB-9, MB-24): a CDC stream's log
-sequence number, or, without one, the order the source delivered the micro-batch's rows in.
+sequence number (required: Spark keeps no order of a stream's rows through a shuffle).
 Processing time (the processing-time assigner's clock, MB-4) is the `time` column's, when given
 (each row advances the clock to its time first, firing the assigner's timers at their deadlines), else
-the micro-batch's processing time.  Besides changelog rows the input may carry control rows
-(`CONTROL_OPS`): an upstream watermark, an idle or active status, a clock tick, a checkpoint barrier,
-end of input: a source that knows them (the conformance adapter's does) drives the rules about
-watermarks (MB-5..MB-8, MB-12, MB-15), checkpoints (MB-13) and end of input (MB-7, MB-14).
+the micro-batch's processing time; either way the assigner's timers fire when a partition's rows
+arrive, not on their own (a bundle waiting for its interval's end finishes with the next row after
+it, or by size, a watermark, a barrier or end of input).  Besides changelog rows the input may
+carry control rows (`CONTROL_OPS`): an upstream watermark, an idle or active status, a clock tick,
+a checkpoint barrier, end of input: a source that knows them (the conformance adapter's does)
+drives the rules about watermarks (MB-5..MB-8, MB-12, MB-15), checkpoints (MB-13) and end of input
+(MB-7, MB-14).
 
 Many independent aggregations can share one query (`partition_by`, e.g. a tenant): each partition
 value has its own assigner, bundles and keys, and may have its own configuration (`configs`).
@@ -95,6 +98,10 @@ _STAGE_ONE = ("seq long, n long, kpos long, pos long, type string, key long, cha
 _STAGE_TWO = ("seq long, n long, kpos long, sub long, type string, key long, change string, "
               "count long, sum long, min long, max long, ts long, idle boolean")
 ACC_STATE = "count long, sum long, values string"
+# Spark runs `transformWithState` on the RocksDB state store only: the session conf a query of
+# `changelog_aggregate` needs when it starts (STORE_BACKEND_NOT_SUPPORTED_FOR_TWS otherwise).
+STATE_STORE_CONF = {"spark.sql.streaming.stateStore.providerClass":
+                    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
 # The columns of `initial_state` and of `aggregation_state`'s result (after the partition column).
 STATE_COLUMNS = ("key", "count", "sum", "values")
 
@@ -348,32 +355,24 @@ def row_acc(row: Sequence[Any]) -> Acc:
 # The stateful processors
 # --------------------------------------------------------------------------
 
-_CAST: dict[str, Callable[[Any], Any]] = {"long": int, "string": str, "boolean": bool}
 
 
 def _fields(ddl: str) -> list[tuple[str, str]]:
     return [(name, type_) for name, type_ in (f.split() for f in ddl.split(", "))]
 
 
-def _tuples(frames: Iterable[Any], ddl: str) -> list[tuple[Any, ...]]:
-    """The rows of pandas frames as tuples of Python values (int, str, bool) in `ddl`'s order."""
-    fields = _fields(ddl)
-    names = [n for n, _ in fields]
-    casts = [_CAST[t] for _, t in fields]
-    return [tuple(c(v) for c, v in zip(casts, t))
-            for pdf in frames for t in pdf[names].itertuples(index=False, name=None)]
-
-
-def _frame(job: Any, rows: list[tuple[Any, ...]], ddl: str) -> Any:
-    import pandas as pd
-
+def _tuples(rows: Iterable[Any], ddl: str) -> list[tuple[Any, ...]]:
+    """Rows (pyspark Rows) as tuples of the fields of `ddl`, in its order."""
     names = [n for n, _ in _fields(ddl)]
-    frame = pd.DataFrame(rows, columns=names)
-    frame.insert(0, "job", [job] * len(rows))
-    for name in ("min", "max"):  # MIN and MAX of a result may be null: pandas' nullable Int64
-        if name in names:
-            frame[name] = pd.array([r[names.index(name)] for r in rows], dtype="Int64")
-    return frame
+    return [tuple(r[n] for n in names) for r in rows]
+
+
+def _out(job: Any, rows: list[tuple[Any, ...]], ddl: str) -> Iterator[Any]:
+    from pyspark.sql import Row
+
+    OutRow = Row("job", *(n for n, _ in _fields(ddl)))
+    for r in rows:
+        yield OutRow(job, *r)
 
 
 def _job(value: Any, job_type: str) -> Any:
@@ -390,7 +389,6 @@ class _Plan:
     default_ttl: int | None
     aggregates: tuple[str, ...]
     job_type: str
-    wall_clock: bool
 
     def settings(self, job: Any) -> Settings:
         return self.configs.get(job, self.default)
@@ -416,14 +414,10 @@ class BundleProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         job = _job(key[0], self.plan.job_type)
         saved = self.job.get()
         inputs = _tuples(rows, "seq long, time long, op string, key long, value long")
-        if self.plan.wall_clock:  # processing time: the micro-batch's
-            now = int(timerValues.getCurrentProcessingTimeInMs())
-            inputs = [(s, now, o, k, v) for s, _, o, k, v in inputs]
         snapshot, out = stage_one(self.plan.settings(job), None if saved is None else saved[0],
                                   inputs)  # type: ignore[arg-type]
         self.job.update((snapshot,))
-        if out:
-            yield _frame(job, out, _STAGE_ONE)
+        yield from _out(job, out, _STAGE_ONE)
 
     def close(self) -> None:
         pass
@@ -455,14 +449,13 @@ class AggregationProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
                     state.clear()  # MB-23
             else:
                 state.update(acc_row(after))
-        if out:
-            yield _frame(job, out, _STAGE_TWO)
+        yield from _out(job, out, _STAGE_TWO)
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
         """MB-29: the key's accumulator from the initial state (a checkpoint's)."""
         job = _job(key[0], self.plan.job_type)
-        for count, sum_, values in _tuples([initialState], ACC_STATE):
-            self.states[self.plan.ttl(job)].update((count, sum_, values))
+        count, sum_, values = _tuples([initialState], ACC_STATE)[0]
+        self.states[self.plan.ttl(job)].update((count, sum_, values))
 
     def close(self) -> None:
         pass
@@ -510,14 +503,15 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
                         allow_latency_ms: int | None = None, bundle_size: int | None = None,
                         assigner: str = "proctime", two_phase: bool = False, update_before: bool = False,
                         state_ttl_ms: int | None = None, order: str | None = None, time: str | None = None,
-                        partition_by: str | None = None, configs: Mapping[Any, AggregationConfig] | None = None,
-                        initial_state: Any = None, markers: bool = False) -> Any:
+                        partition_by: str | None = None,
+                        configs: Mapping[Any, AggregationConfig] | None = None, initial_state: Any = None,
+                        markers: bool = False) -> Any:
     """`SELECT key, COUNT(*), SUM(value), MIN(value), MAX(value) ... GROUP BY key` over a changelog
     stream, as Flink runs it with mini-batch on or off (spec/mini-batch.md), returning the
     aggregation's changelog as a streaming DataFrame (append mode).
 
     Input: `df`, a streaming DataFrame with BIGINT-compatible `key` and `value` columns and a string
-    `op` column: `+I`, `-U`, `+U`, `-D`, or a control op (`CONTROL_OPS`); `order` (optional, a long):
+    `op` column: `+I`, `-U`, `+U`, `-D`, or a control op (`CONTROL_OPS`); `order` (required, a long):
     arrival order within a micro-batch (MB-9, MB-24); `time` (optional, a long, ms): the row's
     processing time (MB-4), else the micro-batch's; `partition_by` (optional, a long or string
     column): independent aggregations in one query.
@@ -536,6 +530,12 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
     state dropped), MB-22 (`state_ttl_ms`), MB-25, MB-26 (local-global), MB-29 (`initial_state`, the
     columns `STATE_COLUMNS` after `partition_by`: a restore), MB-30 (the aggregates).
 
+    The query needs the RocksDB state store (`STATE_STORE_CONF`, set on the session before
+    `start()`), as every `transformWithState` does.  With `state_ttl_ms` the aggregation runs in
+    Spark's `ProcessingTime` time mode (Spark's state TTL needs it), where a query runs no-data
+    micro-batches: set `spark.sql.streaming.noDataMicroBatches.enabled=false` for
+    `trigger(availableNow=True)` to end.
+
     `configs` maps a `partition_by` value to its own `AggregationConfig` (the keyword arguments are
     the configuration of the others).  Bad arguments raise ValueError naming the parameter and the
     rule; no job runs until the caller starts the stream."""
@@ -552,8 +552,10 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
     _column_type(df, "key", key, INTEGRAL, "the query's BIGINT key, MB-30")
     _column_type(df, "value", value, INTEGRAL, "MB-30: SUM, MIN and MAX over BIGINT")
     _column_type(df, "op", op, ("string",), "MB-17: a changelog's row kinds")
-    if order is not None:
-        _column_type(df, "order", order, INTEGRAL, "MB-9: arrival order")
+    if order is None:  # Spark has no order of a stream's rows through a shuffle, nor a streaming row id
+        raise ValueError("changelog_aggregate: order must name a column of arrival order, e.g. a CDC log "
+                         "sequence number (MB-9, MB-24: each key's rows apply in arrival order)")
+    _column_type(df, "order", order, INTEGRAL, "MB-9: arrival order")
     if time is not None:
         _column_type(df, "time", time, INTEGRAL, "MB-4: processing time in ms")
     job_type = "long"
@@ -564,21 +566,21 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
         raise ValueError("changelog_aggregate: configs needs partition_by (MB-2)")
     plan = _Plan(default.settings(), {j: c.settings() for j, c in (configs or {}).items()},
                  {j: c.state_ttl_ms for j, c in (configs or {}).items() if c.state_ttl_ms is not None},
-                 state_ttl_ms, selected, job_type, time is None)
+                 state_ttl_ms, selected, job_type)
     F = _functions(df.sparkSession)
-    order_col = F.col(order) if order is not None else F.monotonically_increasing_id()
-    time_col = F.col(time) if time is not None else F.lit(0)
+    order_col = F.col(order)
+    # Without a time column: the micro-batch's timestamp (current_timestamp is the batch's in a stream)
+    time_col = F.col(time) if time is not None else F.unix_millis(F.current_timestamp())
     job_col = F.col(partition_by) if partition_by is not None else F.lit(0)
     src = df.select(job_col.cast(job_type).alias("job"), order_col.cast("long").alias("seq"),
                     time_col.cast("long").alias("time"), F.col(op).alias("op"),
                     F.col(key).cast("long").alias("key"), F.col(value).cast("long").alias("value"))
-    bundles = src.groupBy("job").transformWithStateInPandas(
-        BundleProcessor(plan), struct(f"job {job_type}, {_STAGE_ONE}"), "Append",
-        "ProcessingTime" if time is None else "None")
+    bundles = src.groupBy("job").transformWithState(
+        BundleProcessor(plan), struct(f"job {job_type}, {_STAGE_ONE}"), "Append", "None")
     initial = None
     if initial_state is not None:
         initial = _initial(initial_state, partition_by, job_type, F).groupBy("job", "marker", "key")
-    out = bundles.groupBy("job", "marker", "key").transformWithStateInPandas(
+    out = bundles.groupBy("job", "marker", "key").transformWithState(
         AggregationProcessor(plan), struct(f"job {job_type}, {_STAGE_TWO}"), "Append",
         "ProcessingTime" if plan.ttl_values() else "None", initialState=initial)
     if not markers:
@@ -599,9 +601,9 @@ def _initial(state: Any, partition_by: str | None, job_type: str, F: Any) -> Any
         raise ValueError(f"changelog_aggregate: initial_state lacks the columns {missing} "
                          f"(MB-29: {names})")
     job = F.col(partition_by) if partition_by is not None else F.lit(0)
-    return state.select(job.cast(job_type).alias("job"), F.lit(False).alias("marker"),
-                        F.col("key").cast("long").alias("key"), F.col("count").cast("long").alias("count"),
-                        F.col("sum").cast("long").alias("sum"), F.col("values").cast("string").alias("values"))
+    longs = [F.col(c).cast("long").alias(c) for c in ("key", "count", "sum")]
+    return state.select(job.cast(job_type).alias("job"), F.lit(False).alias("marker"), *longs,
+                        F.col("values").cast("string").alias("values"))
 
 
 def aggregation_state(spark: Any, checkpoint: str, batch_id: int, *, partition_by: str | None = None,
@@ -613,7 +615,8 @@ def aggregation_state(spark: Any, checkpoint: str, batch_id: int, *, partition_b
     configurations had (each a state variable of its own); `operator_id`: stage 2's (0: Spark numbers
     stateful operators from the sink up)."""
     if not _is_int(batch_id) or batch_id < 0:
-        raise ValueError(f"aggregation_state: batch_id must be a committed batch id >= 0 (MB-29), got {batch_id!r}")
+        raise ValueError(f"aggregation_state: batch_id must be a committed batch id >= 0 (MB-29), "
+                         f"got {batch_id!r}")
     F = _functions(spark)
     # A TTL'd value reads as (value, ttlExpirationMs)
     variables = [("acc", "value"), *((f"acc_ttl_{t}", "value.value") for t in sorted(set(state_ttl_ms)))]
