@@ -9,8 +9,14 @@ element as its input channels grow.
 2. The valve (adapters/pyspark/watermarks/engine.py, `StatusWatermarkValve`) with 1, 10, 100 and
    1,000 input channels: `--elements` inputs round-robin over the channels, rising watermarks with,
    every tenth input, the channel going idle and coming back; microseconds per input.
+3. `--stream N`: about N drawn schedules through `run_many` (adapters/pyspark/watermarks/stream.py:
+   the public API `flink_watermarks` in streaming queries, many schedules per query, a failover a
+   query restart) against task mode (`PySparkAdapter`) on the same schedules in the same run, and
+   where the streaming time goes: queries, micro-batches, Spark's phases (`durationMs` summed over
+   the micro-batches: `addBatch` runs the batch, `queryPlanning` plans it), reading the sink.
 
     PYTHONPATH=. python bench/watermarks.py [--runs 3] [--schedules 2000] [--batch 1600]
+    PYTHONPATH=. python bench/watermarks.py --stream 500 [--runs 1]
 
 One warm Spark session (local[2] by default: adapters/pyspark/session.py).  Prints medians and
 ranges over `--runs`.  The exit status is 0 whenever the benchmark ran.  Not part of the test run.
@@ -90,13 +96,67 @@ def valve_cost(channels: int, elements: int) -> float:
     return (time.perf_counter() - start) / elements * 1e6
 
 
+def stream_mode(n: int, runs: int) -> None:
+    """Schedules/s through run_many and through task mode, the same schedules, and the phases."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from flink_semantics.adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.watermarks.stream import run_many
+
+    schedules = draw(n)[:n]
+    failing = sum(any(s.op == "failover" for s in x.steps) for x in schedules)
+    print(f"{len(schedules)} schedules ({failing} with a failover), cpus {os.cpu_count()}, "
+          f"load {os.getloadavg()[0]:.1f}")
+    spark = get_spark()
+    expected = [expected_trace(s) for s in schedules]
+    rates, phases = [], []
+    for _ in range(runs):
+        root = Path(tempfile.mkdtemp(prefix="wm-bench-"))
+        stats: dict[str, float] = {}
+        start = time.monotonic()
+        try:
+            got = run_many(spark, schedules, root, stats)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        seconds = time.monotonic() - start
+        wrong = sum(g != e for g, e in zip(got, expected))
+        if wrong:
+            print(f"  {wrong} traces differ from the reference's")
+        rates.append(len(schedules) / seconds)
+        phases.append((seconds, stats))
+    print(f"pyspark-stream (run_many, one call): {_summary(rates, 'schedules/s')}; "
+          f"load {os.getloadavg()[0]:.1f}")
+    for seconds, stats in phases:
+        spark_phases = ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in sorted(stats.items())
+                                 if k.endswith("_s") and k not in ("run_s", "read_s", "triggerExecution_s"))
+        print(f"  {seconds:.1f} s: {stats.get('queries', 0):.0f} queries, {stats.get('batches', 0):.0f} "
+              f"micro-batches; queries {stats.get('run_s', 0):.1f} s (micro-batches "
+              f"{stats.get('triggerExecution_s', 0):.1f} s: {spark_phases}; the rest: query starts and "
+              f"stops), reading the sink {stats.get('read_s', 0):.1f} s")
+    adapter = PySparkAdapter()
+    try:
+        adapter.prepare()
+        rates = [through(adapter, schedules, len(schedules)) for _ in range(runs)]
+    finally:
+        adapter.close()
+    print(f"pyspark (task mode), the same schedules in one batch: {_summary(rates, 'schedules/s')}; "
+          f"load {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--schedules", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=PySparkAdapter.batch_size)
     parser.add_argument("--elements", type=int, default=100_000)
+    parser.add_argument("--stream", type=int, default=0,
+                        help="only the streaming mode: about this many schedules through run_many")
     args = parser.parse_args()
+    if args.stream:
+        stream_mode(args.stream, args.runs)
+        return
 
     for channels in (1, 10, 100, 1000):
         costs = [valve_cost(channels, args.elements) for _ in range(args.runs)]

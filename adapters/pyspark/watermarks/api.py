@@ -440,28 +440,6 @@ def valve_group(strategies: Any, key: tuple[Any, ...], frames: Iterator[Any], st
         yield out
 
 
-class ValveProcessor(StatefulProcessor):  # type: ignore[misc]
-    """The valve stage of `transformWithStateInPandas`: per (stream, target), ValueState `valve`."""
-
-    def __init__(self, strategies: Any):
-        self.strategies = strategies
-
-    def init(self, handle: Any) -> None:
-        self.state = handle.getValueState("valve", struct(STATE_SCHEMA))
-
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-        stream, target = key[0], int(key[1])
-        saved = self.state.get()[0] if self.state.exists() else None
-        channels = _strategy_of(self.strategies, stream).readers
-        state, out = valve_task(channels, stream, target, rows, saved)
-        self.state.update((state,))
-        if out is not None:
-            yield out
-
-    def close(self) -> None:
-        pass
-
-
 # --------------------------------------------------------------------------
 # The public function
 # --------------------------------------------------------------------------
@@ -506,7 +484,8 @@ def flink_watermarks(events: Any, strategy: WatermarkStrategy | Mapping[Any, Wat
 
     ValueError, naming the parameter and the rule, before any job runs: an invalid strategy
     (WatermarkStrategy), a missing column, a mapping without `stream`, `downstream` < 1, a batch
-    DataFrame, alignment with speculative execution on (WM-27)."""
+    DataFrame, alignment with speculative execution on (WM-27), a session whose state store is not
+    RocksDB (`PROVIDER_CONF`: transformWithStateInPandas needs it)."""
     from pyspark.sql import functions as F
 
     if isinstance(strategy, Mapping):
