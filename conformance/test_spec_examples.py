@@ -38,9 +38,13 @@ def _param(example: Example) -> object:
 
 
 @pytest.fixture(scope="module")
-def observed(conformance: Conformance) -> dict[str, Trace]:
-    """One run_batch of every example the adapter supports: example id -> observed trace."""
-    runnable = [ex for ex in EXAMPLES if ex.refusal is None and not conformance.missing(needs(ex), [ex.area])]
+def observed(conformance: Conformance, request: pytest.FixtureRequest) -> dict[str, Trace]:
+    """One run_batch of every selected example the adapter supports: example id -> observed trace
+    (`--areas` and `-k` deselect examples, whose schedules then cost nothing)."""
+    selected = {item.callspec.params["example"].id for item in request.session.items
+                if "example" in getattr(getattr(item, "callspec", None), "params", {})}
+    runnable = [ex for ex in EXAMPLES if ex.refusal is None and ex.id in selected
+                and not conformance.missing(needs(ex), [ex.area])]
     item, conformance.item = conformance.item, None  # each case counts its own schedule below
     try:
         traces = conformance.run_batch([ex.schedule for ex in runnable])
