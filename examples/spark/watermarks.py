@@ -18,7 +18,9 @@ them.  Temporary directories are removed.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -44,6 +46,7 @@ STRATEGY = WatermarkStrategy(readers=2, bound=5, interval=10, idleness=30)
 
 
 def main() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's Python workers: this interpreter
     work = Path(tempfile.mkdtemp(prefix="flink-watermarks-example-"))
     spark = (SparkSession.builder.master("local[2]").appName("flink-watermarks-example")
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
