@@ -195,9 +195,37 @@ def _rule_key(rule_id: str) -> tuple[str, int, str]:
     return (prefix, int(n), "") if n.isdigit() else (rule_id, 0, rule_id)
 
 
+# When one adapter's runs of different areas meet in one column, the vocabulary's rules (which
+# every run checks) take the most telling verdict: a failure before a pass, a pass before not run.
+_TELLING = (FAILED, STALE, INCONCLUSIVE, XFAIL, UNSUPPORTED, PASSED, UNTESTED, NOT_RUN)
+
+
+def merge_runs(reports: Sequence[Report]) -> list[Report]:
+    """One report per adapter: the reports of one adapter's runs of different areas (an engine run
+    area by area) merged into one column; two of its reports covering the same area are an error."""
+    merged: dict[str, Report] = {}
+    for r in reports:
+        if r.adapter not in merged:
+            merged[r.adapter] = r
+            continue
+        first = merged[r.adapter]
+        both = sorted(set(first.areas) & set(r.areas))
+        if both:
+            raise MatrixError(f"two reports for adapter {r.adapter!r} cover {both[0]}: "
+                              f"{first.path}, {r.path}")
+        rules = dict(first.rules)
+        for rule_id, entry in r.rules.items():
+            if rule_id not in rules or (_TELLING.index(entry["verdict"])
+                                        < _TELLING.index(rules[rule_id]["verdict"])):
+                rules[rule_id] = entry
+        merged[r.adapter] = Report(r.adapter, first.areas + r.areas, rules, f"{first.path}, {r.path}")
+    return list(merged.values())
+
+
 def build(reports: Sequence[Report]) -> Matrix:
     """Every rule any report lists, grouped by area: the vocabulary first, then the areas of spec/
     in their order, then areas spec/ does not know (from an older report) by name."""
+    reports = merge_runs(reports)
     names = [r.adapter for r in reports]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -531,7 +559,8 @@ EXAMPLE = """examples:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("reports", nargs="*", metavar="REPORT.json",
-                        help="reports of --conformance-report, one per adapter, in column order")
+                        help="reports of --conformance-report, one per adapter, in column order (an "
+                             "adapter's runs of different areas, one report each, make one column)")
     parser.add_argument("--markdown", metavar="OUT.md", help="write the Markdown there (- for stdout)")
     parser.add_argument("--html", metavar="OUT.html", help="write the static HTML page there")
     parser.add_argument("--write", metavar="FILE.md",

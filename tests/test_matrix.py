@@ -400,3 +400,18 @@ def test_the_command_line_end_to_end(tmp_path: Path, reports: list[str]) -> None
                           capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 2
     assert done.stderr == f"conformance matrix: {tmp_path / 'none.json'}: no such file\n"
+
+
+def test_an_adapters_runs_of_different_areas_make_one_column(tmp_path: Path) -> None:
+    """A slow engine run area by area: its reports merge into one column; the vocabulary's rule
+    takes the verdict of the run that checked it, not the other run's `not run`."""
+    first = {"adapter": "slow", "areas": ["async_io"], "rules": [
+        rule("SCH-1", "schedules", "not run"), rule("AIO-1", "async_io", "passed", 3)]}
+    second = {"adapter": "slow", "areas": ["watermarks"], "rules": [
+        rule("SCH-1", "schedules", "passed", 5),
+        rule("WM-1", "watermarks", "expected failure", reason="no per-split watermark", reproducer="x")]}
+    md = markdown(build([load_report(write(tmp_path / "a.json", first)),
+                         load_report(write(tmp_path / "w.json", second))]))
+    assert "| rule | level | title | `slow` |" in md, md  # one column
+    assert cells(md, "SCH-1") == ["✓ 5"]
+    assert cells(md, "AIO-1") == ["✓ 3"] and cells(md, "WM-1") == ["expected failure"]
