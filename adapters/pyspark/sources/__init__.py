@@ -5,8 +5,12 @@
   comments);
 * `conformance.py`: a schedule of the area run on them, failures as real Spark task failures
   (`Run`, `CAPABILITIES`);
-* `stream.py`: the Structured Streaming source on the Python data source API, and the
-  fault-injection run (`python -m flink_semantics.adapters.pyspark.sources.faults`).
+* `api.py`: the public API on Structured Streaming: the Python data source `Flip27Source`
+  (`flip27_options`) and the `foreachBatch` sink `IdempotentSink`;
+* `scripted.py`: a job of that source driven by a schedule's steps, one step per micro-batch;
+* `stream.py`: the conformance runner through that API (`run_many`, `STREAM_UNSUPPORTED`;
+  `--adapter pyspark-stream`), and the API's names as before;
+* `faults.py`: the fault-injection run (`python -m flink_semantics.adapters.pyspark.sources.faults`).
 
 pyspark itself is imported only when a Spark session is needed.
 """
