@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 from flink_semantics.conformance import coverage
-from flink_semantics.conformance.plugin import Conformance, coverage_state
+from flink_semantics.conformance.plugin import PROFILES, Conformance, coverage_state
+from flink_semantics.conformance.registry import adapter_attribute
 from flink_semantics.spec.adapter import SCRIPTED, unsupported
 from flink_semantics.spec.area import areas
 
@@ -35,6 +36,11 @@ def test_generator_coverage(conformance: Conformance, request: pytest.FixtureReq
     if lacking or conformance.completion_order(area) != SCRIPTED:
         why = ", ".join(lacking) or f"completion order {conformance.completion_order(area)}"
         pytest.skip(f"coverage floors: the adapter lacks {why}, so the schedules are drawn without it")
+    examples = adapter_attribute(conformance.spec, "examples")
+    if examples is not None and examples < PROFILES["default"]["max_examples"]:
+        pytest.skip(f"coverage floors: the adapter runs {examples} examples a property, fewer than the "
+                    f"{PROFILES['default']['max_examples']} the floors are set for (the reference's run "
+                    "checks them on the same generators)")
     if not tally.drawn[area]:
         pytest.skip(f"coverage floors: no {area} property drew schedules in this run")
     short = tally.shortfalls(area)
