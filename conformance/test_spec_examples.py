@@ -41,8 +41,8 @@ def _param(example: Example) -> object:
 def observed(conformance: Conformance, request: pytest.FixtureRequest) -> dict[str, Trace]:
     """One run_batch of every selected example the adapter supports: example id -> observed trace
     (`--areas` and `-k` deselect examples, whose schedules then cost nothing)."""
-    selected = {item.callspec.params["example"].id for item in request.session.items
-                if "example" in getattr(getattr(item, "callspec", None), "params", {})}
+    params = (getattr(getattr(item, "callspec", None), "params", {}) for item in request.session.items)
+    selected = {p["example"].id for p in params if "example" in p}
     runnable = [ex for ex in EXAMPLES if ex.refusal is None and ex.id in selected
                 and not conformance.missing(needs(ex), [ex.area])]
     item, conformance.item = conformance.item, None  # each case counts its own schedule below
