@@ -3,9 +3,9 @@
 The `pyspark` adapter runs each area's engine inside a Spark task; this one runs the schedules
 through the product: each area's public API (`adapters/pyspark/<area>/api.py`, and the Python
 data source API and stateful processors it builds on) in real streaming queries, where Spark's own
-machinery carries the semantics: state in the state store, a `checkpoint` a committed micro-batch, a `crash` or
-`restore` a query stopped and started again from Spark's checkpoint (or a copy of it), a reader's
-failure a real task failure.
+machinery carries the semantics: state in the state store, a `checkpoint` a committed micro-batch,
+a `crash` or `restore` a query stopped and started again from Spark's checkpoint (or state read
+back with Spark's state data source), a reader's failure a real task failure.
 
 Many schedules run in one query (each schedule its own grouping keys and partitions, all of them
 advancing in the same micro-batches), so that a batch of hundreds of schedules costs a few queries,
