@@ -84,29 +84,17 @@ def bench_sync(spark: Any, records: int, partitions: int, latency: float) -> tup
     return _measure(df.mapInPandas(task, "t double"))
 
 
-def drawn_schedules(n: int, seed: int = 0) -> list[Any]:
-    """n schedules drawn as the suite's async I/O properties draw them (without checkpoints and
-    statuses, which the streaming face does not run)."""
-    import random
-
+def drawn_schedules(n: int) -> list[Any]:
+    """n distinct schedules drawn as the suite's async I/O properties draw them (without checkpoints
+    and statuses, which the streaming face does not run)."""
+    from drawn import drawn
     from flink_semantics.conformance.areas.async_io import Features, schedules
-    from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     features = [Features(), Features(timeouts=True, errors=True, max_steps=16),
                 Features(timeouts=True, retries=True, errors=True, max_steps=18),
                 Features(errors=True, nulls=True), Features(max_capacity=3, max_steps=18)]
-    out: list[Any] = []
-
-    @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck),
-              derandomize=True)
-    @given(st.sampled_from(features).flatmap(schedules))
-    def collect(s: Any) -> None:
-        out.append(s)
-
-    collect()
-    random.Random(seed).shuffle(out)
-    return out[:n]
+    return drawn(st.sampled_from(features).flatmap(schedules), n)
 
 
 def bench_stream(spark: Any, n: int, runs: int) -> int:

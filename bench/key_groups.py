@@ -158,20 +158,12 @@ def max_sources(pairs: Any) -> int:
 
 def drawn_schedules(n: int) -> list[Any]:
     """n distinct drawn schedules of the rescaling properties' features (what pyspark-stream runs)."""
+    from drawn import drawn
     from flink_semantics.conformance.areas.key_groups import Features, schedules
-    from hypothesis import given, settings
 
     features = Features(spark_hash=True, operator_state=True, rescale=True, refusals=True,
                         lone_surrogates=False, many_subtasks=False, max_steps=20)
-    out: dict[str, Any] = {}
-
-    @settings(max_examples=n * 2, database=None, derandomize=True, deadline=None)
-    @given(schedules(features))
-    def collect(s: Any) -> None:
-        out.setdefault(s.to_json(), s)
-
-    collect()
-    return list(out.values())[:n]
+    return drawn(schedules(features), n)
 
 
 def bench_stream(spark: Any, n: int, runs: int) -> None:

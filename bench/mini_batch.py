@@ -145,9 +145,9 @@ def measure(spark: Any, df: Any, settings: Settings) -> tuple[float, int, int, i
 
 
 def drawn_schedules(n: int) -> list[Any]:
-    """n schedules drawn as the suite's mini-batch properties draw them (their Features)."""
+    """n distinct schedules drawn as the suite's mini-batch properties draw them (their Features)."""
+    from drawn import drawn
     from flink_semantics.conformance.areas.mini_batch import Features, schedules
-    from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     features = [Features(enabled=False, max_steps=24), Features(max_steps=30),
@@ -155,16 +155,7 @@ def drawn_schedules(n: int) -> list[Any]:
                 Features(two_phase=True, max_steps=30), Features(checkpoints=True, max_steps=30),
                 Features(status=True, max_steps=30),
                 Features(rowtime=True, two_phase=True, checkpoints=True, status=True, max_steps=40)]
-    out: list[Any] = []
-
-    @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck),
-              derandomize=True)
-    @given(st.sampled_from(features).flatmap(schedules))
-    def collect(s: Any) -> None:
-        out.append(s)
-
-    collect()
-    return out[:n]
+    return drawn(st.sampled_from(features).flatmap(schedules), n)
 
 
 def bench_stream(spark: Any, n: int, runs: int) -> None:
