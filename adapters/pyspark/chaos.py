@@ -25,6 +25,7 @@ from pathlib import Path
 ENV = "CONFORMANCE_STREAM_TASK_FAILURES"
 CONFIG = "task-failures.json"
 MARKERS = "task-failures"
+RESTARTS = "query-restarts"
 
 
 class InjectedTaskFailure(RuntimeError):
@@ -56,6 +57,20 @@ def injected(root: Path) -> int:
     """How many task failures were injected under `root`."""
     markers = root / MARKERS
     return len(list(markers.iterdir())) if markers.exists() else 0
+
+
+def query_restarted(root: str | Path, why: str) -> None:
+    """On the driver: count a streaming query stopped and started again from its checkpoint (a
+    schedule's `crash` or `restore`, or a failure the area injects), for the fault runs' summary."""
+    restarts = Path(root) / RESTARTS
+    restarts.mkdir(exist_ok=True)
+    (restarts / f"{why.replace('/', '_')}-{uuid.uuid4().hex}").touch()
+
+
+def restarts(root: Path) -> int:
+    """How many query restarts were counted under `root`."""
+    path = root / RESTARTS
+    return len(list(path.iterdir())) if path.exists() else 0
 
 
 def _chosen(seed: int, key: str, share: float) -> bool:

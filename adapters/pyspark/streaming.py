@@ -98,6 +98,7 @@ class PySparkStreamAdapter:
         # injected so far, per area.
         self.task_failure_share = chaos.share_from_env()
         self.injected: dict[str, int] = defaultdict(int)
+        self.restarts: dict[str, int] = defaultdict(int)
         self.calls = 0
 
     def _session(self) -> Any:
@@ -133,6 +134,7 @@ class PySparkStreamAdapter:
                 got = stream_module(area).run_many(self._session(), [schedules[i] for i in indices], root)
             finally:
                 self.injected[area] += chaos.injected(root)
+                self.restarts[area] += chaos.restarts(root)
                 shutil.rmtree(root, ignore_errors=True)
             if len(got) != len(indices):
                 raise RuntimeError(f"{area}.stream.run_many returned {len(got)} traces "
@@ -144,10 +146,14 @@ class PySparkStreamAdapter:
         """What the suite prints at the end (spec/adapter.py): the task failures injected."""
         if not self.task_failure_share:
             return []
-        per_area = ", ".join(f"{area} {n}" for area, n in sorted(self.injected.items()))
+
+        def per_area(counts: Mapping[str, int]) -> str:
+            return ", ".join(f"{area} {n}" for area, n in sorted(counts.items()))
+
         return [f"task failures injected mid-micro-batch ({chaos.ENV}={self.task_failure_share}): "
-                f"{sum(self.injected.values())} ({per_area}); every trace is still compared with the "
-                "reference's"]
+                f"{sum(self.injected.values())} ({per_area(self.injected)}); queries stopped and "
+                f"restarted from their checkpoints: {sum(self.restarts.values())} "
+                f"({per_area(self.restarts)}); every trace is still compared with the reference's"]
 
     def close(self) -> None:
         if self._owns_root:
