@@ -57,7 +57,7 @@ import threading
 import time
 import traceback
 import zlib
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -239,6 +239,9 @@ class Conformance:
         self.tally = Tally()  # the current property's distinct schedules and the states they reach
         self.examples = 0  # the current property's examples so far (for the progress line)
         self.validated: Counter[str] = Counter()  # schedules checked per area, the whole session
+        # per property: traces compared with the reference, those that differ, and the events lost
+        # and duplicated in them (the fault runs' tally: all but the first must stay 0)
+        self.differences: dict[str, Counter[str]] = defaultdict(Counter)
         self.on_example: Callable[[], None] | None = None  # called after each example (progress)
 
     @property
@@ -346,6 +349,7 @@ class Conformance:
         want = expected_trace(schedule)
         self.validated[str(schedule.area)] += 1
         mismatch = compare(schedule, want, observed, self.completion_order(schedule.area))
+        self._tally_difference(want, observed, mismatch is not None)
         if mismatch is not None:
             if self.item is not None:
                 self.found_after.setdefault(self.item.nodeid, self.counts[self.item.nodeid])
@@ -354,6 +358,17 @@ class Conformance:
                 expected=want, observed=observed, property_rules=self.property_rules()),
                 blame(mismatch.rules, self.property_rules()), reproducer(schedule, self.spec),
                 schedule=schedule, expected=want, observed=observed, step=mismatch.step, what=mismatch.what)
+
+    def _tally_difference(self, want: Trace, observed: Trace, differs: bool) -> None:
+        """Count a comparison; for a trace the checker rejects, the events the reference has that
+        the adapter's trace lacks (lost) and those it has more often (duplicated or extra)."""
+        tally = self.differences[self.item.nodeid if self.item is not None else ""]
+        tally["compared"] += 1
+        if differs:
+            want_events, got_events = Counter(want.events), Counter(observed.events)
+            tally["different"] += 1
+            tally["lost"] += sum((want_events - got_events).values())
+            tally["duplicated"] += sum((got_events - want_events).values())
 
     def check(self, schedules: Sequence[Schedule]) -> None:
         """Check a batch: every trace of the adapter compared with the reference.
@@ -408,6 +423,7 @@ class _State:
         self.seconds = 0.0  # wall time of the properties that ran schedules through the adapter
         self.through_adapter = 0  # schedules they ran
         self.per_area: dict[str, list[float]] = {}  # area -> [schedules, seconds] (single-area properties)
+        self.differences: dict[str, Counter[str]] = defaultdict(Counter)  # area -> Conformance.differences
         self.startup = 0.0  # the adapter's prepare()
         self.corpus: Path | None = None  # the counterexamples replayed (conformance/corpus.py)
         self.corpus_option: str | None = None  # --corpus
@@ -431,6 +447,10 @@ class _State:
             self.items_done += 1
         if "conformance_coverage" in props and report.when == "call":
             self.tally.merge(props["conformance_coverage"])
+        if props.get("conformance_differences") and report.when == "call":
+            for area in props.get("conformance_areas") or ["(several)"]:
+                self.differences[area].update(props["conformance_differences"])
+                break  # a property of several areas is counted under its first
         rules = list(props["conformance_rules"])
         if props.get("conformance_adapter_schedules") and report.when == "call":
             self.seconds += report.duration
@@ -848,6 +868,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
                                      conformance.through_adapter[item.nodeid]))
         item.user_properties.append(("conformance_coverage", conformance.tally.to_json()))
         item.user_properties.append(("conformance_areas", item_areas(item)))
+        item.user_properties.append(("conformance_differences",
+                                     dict(conformance.differences.pop(item.nodeid, Counter()))))
         conformance.tally, conformance.examples = Tally(), 0
         if item.nodeid in conformance.found_after:
             item.user_properties.append(("conformance_found_after", conformance.found_after[item.nodeid]))
@@ -939,6 +961,16 @@ def _area_rates(per_area: Mapping[str, list[float]]) -> list[str]:
         for area, (n, secs) in sorted(per_area.items()) if secs > 0)]
 
 
+def _difference_lines(differences: Mapping[str, Counter[str]]) -> list[str]:
+    """The traces compared with the reference, and how many differ, with the events lost and
+    duplicated in them, per area (a fault run must show 0, 0 and 0)."""
+    if not differences:
+        return []
+    return ["compared with the reference: " + "; ".join(
+        f"{area} {c['compared']} traces, {c['different']} different, {c['lost']} events lost, "
+        f"{c['duplicated']} duplicated or extra" for area, c in sorted(differences.items()))]
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_KEY, None)
     if state is None or not state.results:
@@ -957,6 +989,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                           f"{secs:.1f} s, {rate} per second (the wall time of the properties that "
                           f"ran them; the adapter started in {state.startup:.1f} s before them)")
             for line in _area_rates(state.per_area):
+                tr.write_line(line)
+            for line in _difference_lines(state.differences):
                 tr.write_line(line)
         if state.conformance is not None and hasattr(state.conformance.adapter, "summary"):
             for line in state.conformance.adapter.summary():
@@ -996,6 +1030,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 report["coverage"] = state.tally.to_json()
                 report["throughput"] = {area: {"schedules": int(n), "seconds": round(secs, 1)}
                                         for area, (n, secs) in sorted(state.per_area.items())}
+                kinds = ("compared", "different", "lost", "duplicated")
+                report["differences"] = {area: {k: c[k] for k in kinds}
+                                         for area, c in sorted(state.differences.items())}
                 json.dump(report, fh, indent=2)
         if V.run_fails(verdicts, state.strict) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --strict: a stale expected failure

@@ -379,6 +379,25 @@ def test_examples_are_gathered_into_the_adapters_jobs(run_suite, tmp_path: Path,
     assert min(sizes[:-1]) >= 50 and max(sizes) <= 200, sizes
 
 
+def test_the_summary_counts_traces_compared_and_the_events_lost_or_duplicated(  # type: ignore[no-untyped-def]
+        run_suite, tmp_path: Path) -> None:
+    """The fault runs' tally: a conforming adapter shows 0 different; one whose sink repeats the last
+    event shows the failing trace with exactly one duplicated event and none lost."""
+    report = tmp_path / "r.json"
+    ok = run_suite("--adapter", "reference", "-k", "test_ordered_mode", "--conformance-report", str(report))
+    assert ok.ret == 0, ok.stdout.str()
+    counts = json.loads(report.read_text())["differences"]["async_io"]
+    assert counts["compared"] >= 100 and counts["different"] == counts["lost"] == counts["duplicated"] == 0
+    assert re.search(r"compared with the reference: async_io \d+ traces, 0 different, 0 events lost, "
+                     r"0 duplicated", ok.stdout.str()), ok.stdout.str()
+    bad = run_suite("--adapter", "tests.wrong_adapters:DuplicatesItsLastEvent", "-k", "test_ordered_mode",
+                    "--conformance-report", str(report))
+    assert bad.ret == 1, bad.stdout.str()
+    counts = json.loads(report.read_text())["differences"]["async_io"]
+    assert counts["different"] >= 1 and counts["lost"] == 0
+    assert counts["duplicated"] == counts["different"], counts  # one extra event per differing trace
+
+
 def test_an_adapter_may_run_two_gathered_jobs_at_once(run_suite, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """`concurrent_jobs = 2`: jobs overlap, never more than two at a time, and every schedule is

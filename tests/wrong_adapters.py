@@ -56,6 +56,15 @@ class CapacityOffByOne(ReferenceWrapper):
         return super().run(replace(schedule, config=config, steps=steps))
 
 
+class DuplicatesItsLastEvent(ReferenceWrapper):
+    """Emits a trace's last event twice, as a sink without idempotence would after a retry (tests
+    the differences tally: a duplicated event, none lost)."""
+
+    def run(self, schedule: Schedule) -> Trace:
+        trace = super().run(schedule)
+        return Trace(trace.events + trace.events[-1:])
+
+
 class OrderedAsUnordered(ReferenceWrapper):
     """Runs ordered mode as unordered mode (breaks AIO-12)."""
 
