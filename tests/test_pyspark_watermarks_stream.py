@@ -19,16 +19,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flink_semantics.adapters.pyspark import chaos
 from flink_semantics.adapters.pyspark.watermarks.api import (
     MIN,
-    ROCKSDB,
     WatermarkStrategy,
     flink_watermarks,
     source_task,
     valve_task,
 )
 from flink_semantics.adapters.pyspark.watermarks.engine import MAX
-from flink_semantics.adapters.pyspark.watermarks.stream import FEED_COLUMNS, log_row, strategy, to_event
+from flink_semantics.adapters.pyspark.watermarks.stream import (
+    FEED_COLUMNS,
+    log_row,
+    run_many,
+    strategy,
+    to_event,
+)
 from flink_semantics.conformance.examples import notation
 from flink_semantics.reference import expected_trace
 from flink_semantics.spec.schedule import Schedule
@@ -122,8 +128,6 @@ def test_refusals_come_before_any_job(spark: Any, stream_dir: Path) -> None:
         flink_watermarks(events, good, downstream=0)
     with pytest.raises(ValueError, match="^strategy: "):
         flink_watermarks(events, {"bound": 5}.get("bound"))  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="^events: transformWithStateInPandas keeps the state on RocksDB"):
-        flink_watermarks(events, good)
     assert not spark.streams.active
 
 
@@ -138,17 +142,13 @@ def test_a_users_stream_through_the_api(spark: Any, stream_dir: Path) -> None:
         {"seq": 2, "op": "tick", "ms": 10},
         {"seq": 3, "op": "end"},
     ])
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-    try:
-        out = flink_watermarks(events, WatermarkStrategy(readers=2, bound=5, interval=10), downstream=2)
-        name = "wm_api_test"
-        query = (out.writeStream.format("memory").queryName(name).outputMode("append")
-                 .option("checkpointLocation", str(stream_dir / "checkpoint"))
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
-        rows = spark.sql(f"select * from {name} order by target, idx").collect()
-    finally:
-        spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
+    out = flink_watermarks(events, WatermarkStrategy(readers=2, bound=5, interval=10), downstream=2)
+    name = "wm_api_test"
+    query = (out.writeStream.format("memory").queryName(name).outputMode("append")
+             .option("checkpointLocation", str(stream_dir / "checkpoint"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    rows = spark.sql(f"select * from {name} order by target, idx").collect()
     got = [(r["target"], r["kind"], r["reader"], r["split"], r["watermark"], r["current_watermark"],
             r["value"]) for r in rows]
     shared = [("watermark", 0, -1, 4, MIN, None), ("watermark", 1, -1, 24, MIN, None),
@@ -158,3 +158,28 @@ def test_a_users_stream_through_the_api(spark: Any, stream_dir: Path) -> None:
               ("watermark", 1, -1, MAX, 24, None), ("output_watermark", -1, -1, MAX, MAX, None)]
     assert got == [(0, "record", -1, 0, 0, MIN, "a"), *[(0, *e) for e in shared],
                    (1, "record", -1, 1, 0, MIN, "b"), *[(1, *e) for e in shared]]
+
+
+# Failovers (query restarts) and injected task failures: the hand-written traces of
+# tests/test_pyspark_watermarks.py, among them three schedules with one or two failovers.
+FAULT_CASES = ["idleness-timeline", "alignment-buffer-3", "punctuated-blocked-then-failover",
+               "failover-restarts-the-timer", "two-failovers-pending-finish"]
+
+
+@pytest.mark.spark
+def test_injected_task_failures_leave_the_traces_unchanged(spark: Any, tmp_path: Path) -> None:
+    """Every stateful task fails once, after its first state update (chaos.arm share 1): Spark runs
+    it again from the committed state, and each trace is still the hand-written one, as unarmed; a
+    failover is a query restart, counted."""
+    schedules = [WM.schedule(*D1[name][:2]) for name in FAULT_CASES]
+    expected = [WM.trace(D1[name][2]) for name in FAULT_CASES]
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "armed").mkdir()
+    plain = run_many(spark, schedules, tmp_path / "plain")
+    chaos.arm(tmp_path / "armed", 1.0)
+    armed = run_many(spark, schedules, tmp_path / "armed")
+    assert plain == expected
+    assert armed == expected
+    assert chaos.injected(tmp_path / "plain") == 0
+    assert chaos.injected(tmp_path / "armed") > 0
+    assert chaos.restarts(tmp_path / "armed") == 2  # the most failovers of one schedule

@@ -44,21 +44,20 @@ carries `seq` (the input row that caused it) and `current_watermark` (the valve'
 `MIN` before any): the column to filter late records by.  Records go to downstream task
 `split mod downstream`; every other row goes to every task.
 
-The pipeline: source log -> `groupBy(stream).transformWithStateInPandas(SourceProcessor)` (the
-source: its readers, each with its splits' generators, multiplexer, idleness and alignment, and the
-alignment coordinator, acting in the log's order; ValueState `source`) -> a shuffle by target ->
-`groupBy(stream, target).applyInPandasWithState(valve_group)` (the downstream task's
-`StatusWatermarkValve`; its `GroupState`).  Spark refuses two `applyInPandasWithState` in one query,
-hence `transformWithStateInPandas` for the first, which keeps its state on RocksDB: the session
-needs `spark.sql.streaming.stateStore.providerClass` = `ROCKSDB` (checked before the query starts).
-The readers of one stream are one group: the coordinator's round (spec C4) needs all of them in
-one step, and the spec orders what they do (C3); different streams run in parallel.  A `failover`
-row makes the readers start again from MIN with the splits they had and the records not read
-(WM-16) and every valve of the stream start anew; Spark's own checkpoint keeps everything else, so
-a query restarted from it goes on where it was.
+The pipeline: source log -> `groupBy(stream).applyInPandasWithState(stream_group)`, one stateful
+operator whose group is one stream: its source (its readers, each with its splits' generators,
+multiplexer, idleness and alignment, and the alignment coordinator, acting in the log's order) and
+the valves (`StatusWatermarkValve`) of its `downstream` tasks, each fed what the readers sent in
+their order (records routed by split, everything else broadcast); the source's and each valve's
+state are kept in the group's `GroupState` (any state store provider).  The readers of one stream
+are one group: the coordinator's round (spec C4) needs all of them in one step, and the spec orders
+what they do (C3); different streams run in parallel.  A `failover` row makes the readers start
+again from MIN with the splits they had and the records not read (WM-16) and every valve of the
+stream start anew; Spark's own checkpoint keeps everything else, so a query restarted from it goes
+on where it was.
 
-What it costs: two stateful operators, so each micro-batch is two shuffles' worth of tasks plus a
-Python call per stream and per (stream, target) with data in the batch; bench/watermarks.py.
+What it costs: one stateful operator, so each micro-batch is one shuffle's worth of tasks plus a
+Python call per stream with data in the batch; bench/watermarks.py.
 """
 
 from __future__ import annotations
@@ -82,7 +81,6 @@ from flink_semantics.adapters.pyspark.watermarks.snapshots import (
     snapshot_reader,
     snapshot_valve,
 )
-from pyspark.sql.streaming import StatefulProcessor
 
 OPS = ("record", "add_split", "finish_split", "tick", "align", "failover", "end")
 LOG_SCHEMA = "stream string, seq long, op string, split int, reader int, ts long, ms long, value string"
@@ -348,6 +346,10 @@ def _columns(frames: Iterator[Any], names: list[str]) -> list[tuple[Any, ...]]:
     return list(zip(*(frame[n].tolist() for n in names)))
 
 
+def _names(schema: str) -> list[str]:
+    return [f.split()[0] for f in schema.split(", ")]
+
+
 def _frame(rows: list[tuple[Any, ...]], schema: str) -> Any:
     """Rows as a pandas DataFrame of `schema`'s columns (built column by column: cheaper)."""
     import pandas as pd
@@ -355,25 +357,24 @@ def _frame(rows: list[tuple[Any, ...]], schema: str) -> Any:
     return pd.DataFrame(dict(zip(_names(schema), map(list, zip(*rows)))))
 
 
-def source_task(strategy: WatermarkStrategy, stream: str, frames: Iterator[Any],
-                saved: str | None) -> tuple[str, Any]:
-    """The source of stream `stream` over its log rows of one micro-batch, in `seq` order, from its
-    state `saved`: the new state and what it sent (a DataFrame of SENT_SCHEMA, or None)."""
-
-    stage = SourceStage(strategy, None if saved is None else json.loads(saved))
-    names = ["seq", "op", "split", "reader", "ts", "ms", "value"]
-    for seq, op, split, reader, ts, ms, value in sorted(_columns(frames, names), key=lambda r: r[0]):
+def _source_rows(strategy: WatermarkStrategy, stream: str, rows: list[tuple[Any, ...]],
+                 saved: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    """The source of stream `stream` over its log rows (seq, op, split, reader, ts, ms, value) of
+    one micro-batch, in `seq` order, from its state `saved`: the new state and what it sent (rows
+    of SENT_SCHEMA)."""
+    stage = SourceStage(strategy, saved)
+    for seq, op, split, reader, ts, ms, value in sorted(rows, key=lambda r: r[0]):
         stage.apply(seq, op, split, reader, ts, ms, value)
-    rows = [(stream, *r) for r in stage.rows]
-    return json.dumps(stage.snapshot()), (_frame(rows, SENT_SCHEMA) if rows else None)
+    return stage.snapshot(), [(stream, *r) for r in stage.rows]
 
 
-def valve_task(channels: int, stream: str, target: int, frames: Iterator[Any],
-               saved: str | None) -> tuple[str, Any]:
-    """Downstream task `target` of stream `stream`: what the readers sent, in their order (`pos`),
-    through the valve restored from `saved` (WM-17..WM-21); out go the records, what the readers
-    sent, the valve's outputs right after the input that caused them, and the events (`restarted`
-    starts the valve anew, WM-16).  The new state and the output (OUTPUT_SCHEMA, or None)."""
+def _valve_rows(channels: int, stream: str, target: int, sent: list[tuple[Any, ...]],
+                saved: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    """Downstream task `target` of stream `stream`: what the readers sent (SENT_SCHEMA rows), in
+    their order (`pos`), through the valve restored from `saved` (WM-17..WM-21); out go the records,
+    what the readers sent, the valve's outputs right after the input that caused them, and the
+    events (`restarted` starts the valve anew, WM-16).  The new state and the output rows
+    (OUTPUT_SCHEMA)."""
 
     out: list[tuple[Any, ...]] = []
     at = [0]  # the seq of the row being handled
@@ -388,12 +389,9 @@ def valve_task(channels: int, stream: str, target: int, frames: Iterator[Any],
 
     valve = StatusWatermarkValve(channels, emit)
     if saved is not None:
-        d = json.loads(saved)
-        idx = d["idx"]
-        restore_valve(valve, d["valve"])
-    names = ["pos", "seq", "kind", "reader", "split", "ts", "watermark", "idle", "value"]
-    for _, at[0], kind, reader, split, ts, watermark, idle, value in sorted(_columns(frames, names),
-                                                                           key=lambda r: r[0]):
+        idx = saved["idx"]
+        restore_valve(valve, saved["valve"])
+    for _, _, at[0], kind, reader, split, ts, watermark, idle, value in sorted(sent, key=lambda r: r[1]):
         if kind == "restarted":
             valve = StatusWatermarkValve(channels, emit)  # WM-16: every channel at MIN and active
         put(kind, reader, split, ts, watermark, idle, value)
@@ -401,43 +399,75 @@ def valve_task(channels: int, stream: str, target: int, frames: Iterator[Any],
             valve.input_watermark(watermark, reader)
         elif kind == "status":
             valve.input_status(idle, reader)
-    state = json.dumps({"idx": idx + len(out), "valve": snapshot_valve(valve)})
-    return state, (_frame(out, OUTPUT_SCHEMA) if out else None)
+    return {"idx": idx + len(out), "valve": snapshot_valve(valve)}, out
 
 
-def _names(schema: str) -> list[str]:
-    return [f.split()[0] for f in schema.split(", ")]
+LOG_NAMES = ["seq", "op", "split", "reader", "ts", "ms", "value"]
+SENT_NAMES = ["stream", "pos", "seq", "kind", "reader", "split", "ts", "watermark", "idle", "value"]
 
 
-class SourceProcessor(StatefulProcessor):  # type: ignore[misc]
-    """The source stage of `transformWithStateInPandas`: per stream, ValueState `source` (JSON)."""
-
-    def __init__(self, strategies: Any):
-        self.strategies = strategies
-
-    def init(self, handle: Any) -> None:
-        self.state = handle.getValueState("source", struct(STATE_SCHEMA))
-
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-        stream = key[0]
-        saved = self.state.get()[0] if self.state.exists() else None
-        state, out = source_task(_strategy_of(self.strategies, stream), stream, rows, saved)
-        self.state.update((state,))
-        if out is not None:
-            yield out
-
-    def close(self) -> None:
-        pass
+def source_task(strategy: WatermarkStrategy, stream: str, frames: Iterator[Any],
+                saved: str | None) -> tuple[str, Any]:
+    """`_source_rows` on pandas frames of the log and JSON state: the new state and what the source
+    sent (a DataFrame of SENT_SCHEMA, or None)."""
+    state, rows = _source_rows(strategy, stream, _columns(frames, LOG_NAMES),
+                               None if saved is None else json.loads(saved))
+    return json.dumps(state), (_frame(rows, SENT_SCHEMA) if rows else None)
 
 
-def valve_group(strategies: Any, key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:
-    """The valve stage of `applyInPandasWithState`: per (stream, target), its GroupState."""
-    stream, target = key[0], int(key[1])
-    saved = state.get[0] if state.exists else None
-    new, out = valve_task(_strategy_of(strategies, stream).readers, stream, target, frames, saved)
-    state.update((new,))
-    if out is not None:
-        yield out
+def valve_task(channels: int, stream: str, target: int, frames: Iterator[Any],
+               saved: str | None) -> tuple[str, Any]:
+    """`_valve_rows` on pandas frames of SENT_SCHEMA and JSON state: the new state and the output
+    (a DataFrame of OUTPUT_SCHEMA, or None)."""
+    state, out = _valve_rows(channels, stream, target, _columns(frames, SENT_NAMES),
+                             None if saved is None else json.loads(saved))
+    return json.dumps(state), (_frame(out, OUTPUT_SCHEMA) if out else None)
+
+
+def _routed(sent: list[tuple[Any, ...]], downstream: int) -> list[list[tuple[Any, ...]]]:
+    """What each downstream task gets: a record goes to task `split mod downstream`, every other row
+    to every task (in Flink, records are partitioned and watermarks and statuses broadcast)."""
+    out: list[list[tuple[Any, ...]]] = [[] for _ in range(downstream)]
+    for r in sent:
+        if r[3] == "record":
+            out[r[5] % downstream].append(r)
+        else:
+            for rows in out:
+                rows.append(r)
+    return out
+
+
+def stream_task(strategy: WatermarkStrategy, stream: str, downstream: int, rows: list[tuple[Any, ...]],
+                saved: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    """One stream's micro-batch: its log rows through its source, what that sent routed to its
+    `downstream` tasks' valves; the new state (the source's and each valve's) and the output rows."""
+    source, sent = _source_rows(strategy, stream, rows, None if saved is None else saved["source"])
+    valves = [None] * downstream if saved is None else saved["valves"]
+    out: list[tuple[Any, ...]] = []
+    for target, part in enumerate(_routed(sent, downstream)):
+        if part:
+            valves[target], rows_out = _valve_rows(strategy.readers, stream, target, part, valves[target])
+            out += rows_out
+    return {"source": source, "valves": valves}, out
+
+
+def stream_group(strategies: Any, downstream: int, faults: str | None, key: tuple[Any, ...],
+                 frames: Iterator[Any], state: Any) -> Iterator[Any]:
+    """The stateful function of `applyInPandasWithState`: one stream's micro-batch (`stream_task`)
+    from its GroupState and back.  With `faults` (the directory chaos.py armed), the task may fail on
+    purpose right after its first group's state update, mid-partition: Spark runs it again from the
+    last committed state store version, and nothing of the failed attempt is committed."""
+    stream = key[0]
+    saved = json.loads(state.get[0]) if state.exists else None
+    new, out = stream_task(_strategy_of(strategies, stream), stream, downstream,
+                           _columns(frames, LOG_NAMES), saved)
+    state.update((json.dumps(new),))
+    if faults is not None:  # chaos.py: each task at most once, in its first attempt
+        from flink_semantics.adapters.pyspark import chaos
+
+        chaos.task_point(faults, "watermarks stream state")
+    if out:
+        yield _frame(out, OUTPUT_SCHEMA)
 
 
 # --------------------------------------------------------------------------
@@ -470,7 +500,7 @@ def _source_log(events: Any, stream: str | None) -> Any:
 
 
 def flink_watermarks(events: Any, strategy: WatermarkStrategy | Mapping[Any, WatermarkStrategy], *,
-                     stream: str | None = None, downstream: int = 1) -> Any:
+                     stream: str | None = None, downstream: int = 1, faults_dir: str | None = None) -> Any:
     """Flink's watermarks for a streaming DataFrame of events in splits (the module docstring has the
     columns in and out): per split a generator (bounded out-of-orderness, periodic or punctuated:
     WM-1..WM-5, WM-8), per reader the combination of its splits (WM-6, WM-7, WM-9..WM-12),
@@ -479,14 +509,14 @@ def flink_watermarks(events: Any, strategy: WatermarkStrategy | Mapping[Any, Wat
 
     `strategy`: one `WatermarkStrategy`, or a mapping stream key -> strategy (with `stream`, the
     column naming each row's independent source; keys are compared as strings).  `downstream`: the
-    downstream tasks (valves); a record goes to task `split mod downstream`.  Returns the streaming
+    downstream tasks (valves); a record goes to task `split mod downstream`.  `faults_dir`: for
+    fault-injection runs only, a directory armed by adapters/pyspark/chaos.py (the stateful tasks
+    then fail on purpose, mid-partition, and Spark runs them again).  Returns the streaming
     DataFrame of OUTPUT_SCHEMA, for `outputMode("append")`.
 
     ValueError, naming the parameter and the rule, before any job runs: an invalid strategy
     (WatermarkStrategy), a missing column, a mapping without `stream`, `downstream` < 1, a batch
-    DataFrame, alignment with speculative execution on (WM-27), a session whose state store is not
-    RocksDB (`PROVIDER_CONF`: transformWithStateInPandas needs it)."""
-    from pyspark.sql import functions as F
+    DataFrame, alignment with speculative execution on (WM-27)."""
 
     if isinstance(strategy, Mapping):
         _need(stream is not None, "stream", "WM-17", "a mapping of strategies needs the stream column")
@@ -505,19 +535,9 @@ def flink_watermarks(events: Any, strategy: WatermarkStrategy | Mapping[Any, Wat
     speculation = str(events.sparkSession.conf.get("spark.speculation", "false")).lower()
     _need(not (aligned and speculation == "true"), "strategy.max_drift", "WM-27",
           "watermark alignment is refused with speculative execution (spark.speculation) on")
-    log = _source_log(events, stream)
-    provider = str(events.sparkSession.conf.get(PROVIDER_CONF, ""))
-    _need(provider == ROCKSDB, "events", PROVIDER_CONF,
-          f"transformWithStateInPandas keeps the state on RocksDB: set {PROVIDER_CONF}={ROCKSDB} on the "
-          f"session before starting the query, not {provider or 'the default'}")
-    sent = log.groupBy("stream").transformWithStateInPandas(
-        SourceProcessor(strategies), struct(SENT_SCHEMA), "Append", "None")
-    targets = F.when(F.col("kind") == "record", F.array(F.pmod(F.col("split"), F.lit(downstream)))) \
-        .otherwise(F.sequence(F.lit(0), F.lit(downstream - 1)))
-    routed = sent.withColumn("target", F.explode(targets.cast("array<int>")))
-    return routed.groupBy("stream", "target").applyInPandasWithState(
-        functools.partial(valve_group, strategies), struct(OUTPUT_SCHEMA), struct(STATE_SCHEMA), "append",
-        "NoTimeout")
+    return _source_log(events, stream).groupBy("stream").applyInPandasWithState(
+        functools.partial(stream_group, strategies, downstream, faults_dir), struct(OUTPUT_SCHEMA),
+        struct(STATE_SCHEMA), "append", "NoTimeout")
 
 
 __all__ = ["MIN", "OUTPUT_SCHEMA", "WatermarkStrategy", "flink_watermarks"]

@@ -40,13 +40,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from flink_semantics.adapters.pyspark import chaos
 from flink_semantics.adapters.pyspark.session import query_conf
-from flink_semantics.adapters.pyspark.watermarks.api import (
-    PROVIDER_CONF,
-    ROCKSDB,
-    WatermarkStrategy,
-    flink_watermarks,
-)
+from flink_semantics.adapters.pyspark.watermarks.api import WatermarkStrategy, flink_watermarks
 from flink_semantics.spec.area import get_area
 from flink_semantics.spec.areas.watermarks import FailoverStep, event
 from flink_semantics.spec.schedule import (
@@ -69,7 +65,6 @@ BATCHES_PER_QUERY = 2
 QUERY_TIMEOUT_S = 1200
 QUERY_CONF = {
     "spark.sql.shuffle.partitions": "1",
-    PROVIDER_CONF: ROCKSDB,
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
 }
 
@@ -168,9 +163,9 @@ def to_event(r: Mapping[str, Any]) -> Event:
 
 
 def _query(spark: Any, feed: Path, strategies: Mapping[str, WatermarkStrategy], sink: Path,
-           checkpoint: Path) -> Any:
+           checkpoint: Path, faults: str | None) -> Any:
     src = spark.readStream.schema(FEED_SCHEMA).option("maxFilesPerTrigger", 1).json(str(feed))
-    out = flink_watermarks(src, strategies, stream="stream", downstream=1)
+    out = flink_watermarks(src, strategies, stream="stream", downstream=1, faults_dir=faults)
     return (out.writeStream.format("parquet").option("path", str(sink))
             .option("checkpointLocation", str(checkpoint)).queryName(f"wm_many_{uuid.uuid4().hex}")
             .outputMode("append").trigger(availableNow=True).start())
@@ -187,11 +182,14 @@ def run_queries(spark: Any, schedules: Mapping[str, Schedule], root: Path,
     feed.mkdir()
     strategies = {sid: strategy(s) for sid, s in schedules.items()}
     queries = max((len(segments(s)) for s in schedules.values()), default=0)
+    faults = str(root) if (root / chaos.CONFIG).exists() else None
     batch = 0
     with query_conf(spark, QUERY_CONF):
         for q in range(queries):
             batch += write_query_feed(feed, batch, schedules, q)
-            query = _query(spark, feed, strategies, sink, checkpoint)
+            if q > 0:
+                chaos.query_restarted(root, "failover")
+            query = _query(spark, feed, strategies, sink, checkpoint, faults)
             if not query.awaitTermination(QUERY_TIMEOUT_S):
                 query.stop()
                 raise TimeoutError(f"the query did not finish within {QUERY_TIMEOUT_S} s")
