@@ -42,7 +42,7 @@ from typing import Any
 
 from flink_semantics.adapters.pyspark import chaos
 from flink_semantics.adapters.pyspark.session import query_conf
-from flink_semantics.adapters.pyspark.watermarks.api import WatermarkStrategy, flink_watermarks
+from flink_semantics.adapters.pyspark.watermarks.api import OUTPUT_SCHEMA, WatermarkStrategy, flink_watermarks
 from flink_semantics.spec.area import get_area
 from flink_semantics.spec.areas.watermarks import FailoverStep, event
 from flink_semantics.spec.schedule import (
@@ -63,6 +63,10 @@ FEED_COLUMNS = [f.split()[0] for f in FEED_SCHEMA.split(", ")]
 FEED_EPOCH = 1_700_000_000  # the feed files' modification times: their order
 BATCHES_PER_QUERY = 2
 QUERY_TIMEOUT_S = 1200
+# One shuffle partition: every stream's group in one task per micro-batch (a task's fixed cost is
+# most of a small batch's).  A fault run (chaos.py) uses FAULT_PARTITIONS, so that there are more
+# tasks to fail: the semantics do not depend on how the streams are spread over tasks.
+FAULT_PARTITIONS = 16
 QUERY_CONF = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
@@ -183,8 +187,11 @@ def run_queries(spark: Any, schedules: Mapping[str, Schedule], root: Path,
     strategies = {sid: strategy(s) for sid, s in schedules.items()}
     queries = max((len(segments(s)) for s in schedules.values()), default=0)
     faults = str(root) if (root / chaos.CONFIG).exists() else None
+    conf = dict(QUERY_CONF)
+    if faults is not None:
+        conf["spark.sql.shuffle.partitions"] = str(FAULT_PARTITIONS)
     batch = 0
-    with query_conf(spark, QUERY_CONF):
+    with query_conf(spark, conf):
         for q in range(queries):
             batch += write_query_feed(feed, batch, schedules, q)
             if q > 0:
@@ -200,8 +207,10 @@ def run_queries(spark: Any, schedules: Mapping[str, Schedule], root: Path,
     events: dict[str, list[Event]] = {sid: [] for sid in schedules}
     if not sink.exists():
         return events
-    table = spark.read.parquet(str(sink)).filter("target = 0").orderBy("stream", "idx").toArrow()
-    for r in table.to_pylist():
+    # The sink's files as its commit log lists them; one downstream task (target 0); sorted here
+    # (a few thousand rows: a Spark sort would be one more stage).
+    table = spark.read.schema(OUTPUT_SCHEMA).parquet(str(sink)).toArrow()
+    for r in sorted(table.to_pylist(), key=lambda r: (r["stream"], r["idx"])):
         events[r["stream"]].append(to_event(r))
     stats["read_s"] = stats.get("read_s", 0) + time.monotonic() - clock
     return events
