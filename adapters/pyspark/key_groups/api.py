@@ -16,9 +16,11 @@ a new `spark.sql.shuffle.partitions` is ignored on restart).  This module is Fli
   `initial_state` of `keyed_process` at the new parallelism, in a query with a new checkpoint.
 
 A subtask is one grouping key, `(job, salt)`: `salt` is the int whose Spark hash partitioning with
-the job is the subtask (`spark.partition_salts`), so the state data source's `partition_id` *is*
-the subtask.  Many independent jobs (each its own keys, maximum parallelism and hash profile) may
-share one query through `jobs`; every job's rows and state are its own grouping keys.
+the job is the subtask's state partition (`spark.partition_salts`): with `partitions` state
+partitions (default: one per subtask), subtask t lives in partition t mod `partitions`, so that
+with the default the state data source's `partition_id` *is* the subtask.  Many independent jobs
+(each its own keys, maximum parallelism and hash profile) may share one query through `jobs`;
+every job's rows and state are its own grouping keys.
 
 Refusals are raised as ValueError naming the parameter and the rule before any job runs: bounds
 (KG-8), a changed maximum parallelism (KG-16), a parallelism above the checkpoint's maximum (KG-15).
@@ -58,6 +60,8 @@ JOB, SALT, KEY, TYPE, HASH, GROUP, SUBTASK, MAXP = (
     "kg_job", "kg_salt", "kg_key", "kg_type", "kg_hash", "kg_key_group", "kg_subtask", "kg_max_p")
 PROFILE, SALTS, TARGET, PAR = "kg_profile", "kg_salts", "kg_target", "kg_p"
 NEW_P = "kg_new_p"  # a rescaled job's new parallelism
+AT = "kg_at"  # the subtask a row runs on (its key's, or its target)
+OLD_SALTS = "kg_old_salts"  # the salts of a rescaled job's subtasks in its old query
 PARTS = "kg_partitions"  # the state partitions of the query an initial-state row is for
 
 
@@ -86,6 +90,12 @@ class Rescale:
     new_parallelism: int
     new_max_parallelism: int | None = None
     new_partitions: int | None = None  # the new query's state partitions (default: new_parallelism)
+    partitions: int | None = None  # the old query's state partitions (default: parallelism)
+    checkpoint_job: int | None = None  # the job's id in the old query (default: `job`)
+
+    @property
+    def old_job(self) -> int:
+        return self.job if self.checkpoint_job is None else self.checkpoint_job
 
 
 # --------------------------------------------------------------------------
@@ -117,8 +127,9 @@ def rescale_refusal(new_parallelism: int, new_max_parallelism: int | None,
 def check_rescale(r: Rescale) -> None:
     """ValueError naming the parameter and the rule when the rescale is refused (KG-8, KG-15, KG-16)."""
     max_parallelism_of(r.parallelism, r.max_parallelism)
-    if r.new_partitions is not None and r.new_partitions < r.new_parallelism:
-        raise ValueError(f"new_partitions: KG-3: at least the new parallelism {r.new_parallelism}")
+    for name, n in (("partitions", r.partitions), ("new_partitions", r.new_partitions)):
+        if n is not None and (not isinstance(n, int) or not parallelism_in_bounds(n, None)):
+            raise ValueError(f"{name}: KG-8: state partitions are an int in 1..32768, not {n!r}")
     reason = rescale_refusal(r.new_parallelism, r.new_max_parallelism, r.max_parallelism)
     if reason == REFUSED_MAX_CHANGED:
         raise ValueError(f"new_max_parallelism: KG-16: {reason}: the checkpoint has {r.max_parallelism} "
@@ -165,7 +176,8 @@ class KeyedProcessor:
     * `process_subtask(row, ctx)`: a row sent to a subtask (the `target` column), not to a key;
     * `null_key(row, ctx)`: a row with a null key under the flink profile, not routed (KG-7).
 
-    `ctx` is the subtask: `ctx.partition` (where Spark runs it, equal to `ctx.subtask`), `ctx.job`,
+    `ctx` is the subtask: `ctx.subtask`, `ctx.partition` (the state partition Spark runs it in:
+    the subtask modulo the query's `partitions`, the subtask itself by default), `ctx.job`,
     the row's `ctx.hash` and `ctx.key_group`, its operator state `ctx.operator_list(name, mode)`
     (`append(element)`, `elements()`), and `ctx.keyed_entries()`, `ctx.operator_lists()`."""
 
@@ -189,7 +201,8 @@ class KeyState:
         self._store, self._entry = store, entry
 
     def get(self) -> tuple[Any, ...] | None:
-        return self._store.getValue(self._entry) if self._store.containsKey(self._entry) else None
+        value = self._store.getValue(self._entry)  # None when the key has none
+        return None if value is None else tuple(value)
 
     def update(self, value: tuple[Any, ...]) -> None:
         self._store.updateValue(self._entry, tuple(value))
@@ -206,8 +219,9 @@ class OperatorList:
 
     def append(self, element: int) -> None:
         ctx = self._ctx
-        ctx._operator.appendValue((self.name, self.mode, ctx._pos, int(element)))
-        ctx._pos += 1
+        pos = ctx.next_pos()
+        ctx._operator.appendValue((self.name, self.mode, pos, int(element)))
+        ctx._pos = pos + 1
 
     def elements(self) -> list[int]:
         operator = self._ctx._operator
@@ -217,12 +231,19 @@ class OperatorList:
 class SubtaskContext:
     """The subtask a group of rows runs on, with its keyed and operator state."""
 
-    def __init__(self, job: int, partition: int, keyed: Any, operator: Any, pos: int):
-        self.job, self.partition = job, partition
-        self.subtask = partition
+    def __init__(self, job: int, subtask: int | None, partition: int, keyed: Any, operator: Any,
+                 pos_state: Any):
+        self.job, self.subtask, self.partition = job, subtask, partition
         self.hash: int | None = None
         self.key_group: int | None = None
-        self._keyed, self._operator, self._pos = keyed, operator, pos
+        self._keyed, self._operator, self._pos_state = keyed, operator, pos_state
+        self._pos: int | None = None  # the next operator element's position, read when first needed
+
+    def next_pos(self) -> int:
+        if self._pos is None:
+            got = self._pos_state.get()
+            self._pos = 0 if got is None else int(got[0])
+        return self._pos
 
     def operator_list(self, name: str, mode: str = "split") -> OperatorList:
         if mode not in MODES:
@@ -283,9 +304,10 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
     user's state) and operator list state (ListState `operator`)."""
 
     def __init__(self, user: KeyedProcessor, columns: list[str], order: str | None, outputs: list[str],
-                 with_job: bool):
+                 with_job: bool, partitions: int, chaos_root: str | None = None):
         self.user, self.columns, self.order = user, columns, order
-        self.outputs, self.with_job = outputs, with_job
+        self.outputs, self.with_job, self.partitions = outputs, with_job, partitions
+        self.chaos_root = chaos_root
 
     def init(self, handle: Any) -> None:
         self.keyed = handle.getMapState("keyed", struct(KEYED_KEY), struct(self.user.state_schema))
@@ -314,14 +336,20 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         from pyspark import TaskContext
 
         job, salt = int(key[0]), int(key[1])
-        ctx = SubtaskContext(job, TaskContext.get().partitionId(), self.keyed, self.operator, self._pos())
         pdf = pd.concat(list(rows), ignore_index=True)
         if self.order is not None:
             pdf = pdf.sort_values(self.order, kind="stable")
+        ctx = SubtaskContext(job, _int(pdf[AT].iloc[0]), TaskContext.get().partitionId(), self.keyed,
+                             self.operator, self.next_pos)
         out: list[tuple[Any, ...]] = []
-        for row in pdf[self.columns].itertuples(index=False):
+        for n, row in enumerate(pdf[self.columns].itertuples(index=False)):
             out.extend(self._row(salt, row, ctx))
-        self.next_pos.update((ctx._pos,))
+            if n == 0 and self.chaos_root is not None:  # a failure after a state update (chaos.py)
+                from flink_semantics.adapters.pyspark import chaos
+
+                chaos.task_point(self.chaos_root, "key_groups.keyed_process")
+        if ctx._pos is not None:
+            self.next_pos.update((ctx._pos,))
         if self.with_job:
             out = [(job, *o) for o in out]
         yield pd.DataFrame(out, columns=self.outputs)
@@ -332,7 +360,7 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         if _int(getattr(row, TARGET)) is not None:
             return self.user.process_subtask(row, ctx)
         ctx.hash, ctx.key_group = int(getattr(row, HASH)), int(getattr(row, GROUP))
-        if int(getattr(row, SUBTASK)) != ctx.partition:  # KG-6: the state partition is the subtask
+        if int(getattr(row, SUBTASK)) % self.partitions != ctx.partition:  # KG-6: the subtask's partition
             raise RuntimeError(f"key group {ctx.key_group} of subtask {getattr(row, SUBTASK)} reached "
                                f"partition {ctx.partition}: start the query with key_groups.api.start")
         type_, text = getattr(row, TYPE), _text(getattr(row, KEY))
@@ -354,11 +382,11 @@ def _functions(df: Any) -> Any:
     return functions_of(df)
 
 
-def _jobs_frame(spark: Any, jobs: Mapping[int, JobSpec], partitions: int) -> Any:
+def _jobs_frame(spark: Any, jobs: Mapping[int, JobSpec], parallelism: int, partitions: int) -> Any:
     rows = []
     for j, s in sorted(jobs.items()):
-        p = s.parallelism or partitions
-        salts = partition_salts(partitions, j)
+        p = s.parallelism or parallelism
+        salts = partition_salts(partitions, j, p)
         rows.append((int(j), p, max_parallelism_of(p, s.max_parallelism), s.hash, salts))
     ddl = f"{JOB} int, {PAR} int, {MAXP} int, {PROFILE} string, {SALTS} array<int>"
     return spark.createDataFrame(rows, ddl)
@@ -382,7 +410,8 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
                   max_parallelism: int | None = None, hash: str = "flink", key_type: str | None = None,
                   target: str | None = None, order_by: str | None = None,
                   jobs: Mapping[int, JobSpec] | None = None, job_column: str = "job",
-                  initial_state: Any = None) -> Any:
+                  initial_state: Any = None, partitions: int | None = None,
+                  chaos_root: str | None = None) -> Any:
     """`processor` run per key of the streaming DataFrame `df`, its state held by key group; the
     output rows (`processor.output_schema`, after a `job_column` column with `jobs`).
 
@@ -396,7 +425,11 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     subtask's rows within a micro-batch.  `jobs`: job id -> JobSpec, for many jobs in one query
     (`job_column` names each row's job; `max_parallelism` and `hash` are then each job's own).
     `initial_state`: a `rescale_state`/`rescale_jobs` DataFrame (its rows for this parallelism and
-    these jobs are used).  Start the query with `start(writer, parallelism=parallelism)`.
+    these jobs are used).  `partitions`: the query's state partitions (default: `parallelism`, one
+    per subtask); subtask t lives in partition t mod `partitions`, still its own grouping key, so a
+    query of many small jobs or a large parallelism need not run a task per subtask.  Start the query
+    with `start(writer, parallelism=parallelism, partitions=partitions)`.  `chaos_root`: the fault
+    runs' directory (adapters/pyspark/chaos.py), None outside them.
 
     ValueError, before any job runs: parallelism or maximum out of bounds (KG-8), an unknown profile,
     an unknown key type."""
@@ -408,6 +441,8 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     else:
         jobs_given = True
     _check_jobs(jobs, parallelism)
+    parts = parallelism if partitions is None else partitions
+    max_parallelism_of(parts, None)  # KG-8's bounds on the state partitions too
     F = _functions(df)
     spark = df.sparkSession
     types = dict(df.dtypes)
@@ -421,7 +456,7 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
         rows = df.withColumn(TYPE, F.col(key_type))
     rows = rows.withColumn(KEY, F.col(key).cast("string"))
     rows = rows.withColumn(JOB, F.col(job_column).cast("int") if jobs_given else F.lit(0))
-    rows = rows.join(F.broadcast(_jobs_frame(spark, jobs, parallelism)), JOB)
+    rows = rows.join(F.broadcast(_jobs_frame(spark, jobs, parallelism, parts)), JOB)
     rows = rows.withColumn(HASH, key_hash_column(F, KEY, TYPE, F.col(PROFILE)))
     rows = rows.withColumn(GROUP, F.pmod(F.col(HASH), F.col(MAXP)).cast("int"))  # KG-1, KG-30
     rows = rows.withColumn(SUBTASK, F.expr(  # KG-3
@@ -431,41 +466,44 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     rows = rows.withColumn(TARGET, to)
     subtask = F.coalesce(F.col(TARGET), F.col(SUBTASK))
     salt = F.when(subtask.isNull(), F.lit(REFUSED_SALT)).otherwise(F.element_at(F.col(SALTS), subtask + 1))
-    rows = rows.withColumn(SALT, salt.cast("int"))
+    rows = rows.withColumn(SALT, salt.cast("int")).withColumn(AT, subtask)
     columns = [c for c in rows.columns if c not in (SALTS, PROFILE, MAXP, PAR)]
     job_out = [job_column] if jobs_given else []
     outputs = job_out + [f.split()[0] for f in processor.output_schema.split(", ")]
     out_schema = struct(", ".join(([f"{job_column} int"] if jobs_given else []) + [processor.output_schema]))
-    wrapped = _KeyGroupProcessor(processor, columns, order_by, outputs, jobs_given)
+    wrapped = _KeyGroupProcessor(processor, columns, order_by, outputs, jobs_given, parts, chaos_root)
     initial = None
     if initial_state is not None:
-        initial = (initial_state.where((F.col(PARTS) == parallelism) & F.col(JOB).isin(list(jobs)))
+        initial = (initial_state.where((F.col(PARTS) == parts) & F.col(JOB).isin(list(jobs)))
                    .drop(PARTS).groupBy(JOB, SALT))
     return rows.select(*columns).groupBy(JOB, SALT).transformWithStateInPandas(
         wrapped, out_schema, "Append", "None", initialState=initial)
 
 
-def query_confs(parallelism: int) -> dict[str, str]:
-    """The session settings a keyed query starts with: p state partitions, the RocksDB store."""
-    return {"spark.sql.shuffle.partitions": str(parallelism),
+def query_confs(partitions: int) -> dict[str, str]:
+    """The session settings a keyed query starts with: its state partitions, the RocksDB store."""
+    return {"spark.sql.shuffle.partitions": str(partitions),
             "spark.sql.streaming.stateStore.providerClass": PROVIDER,
             # each micro-batch commits its changes, not a snapshot of every partition's RocksDB
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
 
 
 @contextmanager
-def starting(spark: Any, parallelism: int) -> Iterator[None]:
-    """Within it, queries start with `query_confs(parallelism)` (the session's settings restored after)."""
+def starting(spark: Any, parallelism: int, partitions: int | None = None) -> Iterator[None]:
+    """Within it, queries start with `query_confs` (the session's settings restored after)."""
     max_parallelism_of(parallelism, None)
-    with query_conf(spark, query_confs(parallelism)):
+    parts = parallelism if partitions is None else partitions
+    max_parallelism_of(parts, None)
+    with query_conf(spark, query_confs(parts)):
         yield
 
 
-def start(writer: Any, *, parallelism: int, spark: Any) -> Any:
-    """`writer.start()` (a DataStreamWriter of `keyed_process`'s output) with `parallelism` state
-    partitions, one per subtask (KG-3, KG-6).  A restart of the same checkpoint keeps the
-    checkpoint's number (KG-31): rescale with `rescale_state` into a new checkpoint instead."""
-    with starting(spark, parallelism):
+def start(writer: Any, *, parallelism: int, spark: Any, partitions: int | None = None) -> Any:
+    """`writer.start()` (a DataStreamWriter of `keyed_process`'s output) with `partitions` state
+    partitions (default `parallelism`: one per subtask; give `keyed_process`'s) (KG-3, KG-6).  A
+    restart of the same checkpoint keeps the checkpoint's number (KG-31): rescale with
+    `rescale_state` into a new checkpoint instead."""
+    with starting(spark, parallelism, partitions):
         return writer.start()
 
 
@@ -484,20 +522,34 @@ def _plan(spark: Any, rescales: Sequence[Rescale]) -> Any:
     for r in rescales:
         parts = r.new_partitions or r.new_parallelism
         rows.append((r.job, r.parallelism, r.new_parallelism, r.max_parallelism, parts,
-                     partition_salts(parts, r.job)))
+                     partition_salts(parts, r.job, r.new_parallelism),
+                     partition_salts(r.partitions or r.parallelism, r.old_job, r.parallelism)))
     return spark.createDataFrame(rows, f"{JOB} int, kg_old_p int, {NEW_P} int, {MAXP} int, {PARTS} int, "
-                                 f"{SALTS} array<int>")
+                                 f"{SALTS} array<int>, {OLD_SALTS} array<int>")
+
+
+def _old_subtask(state: Any, F: Any) -> Any:
+    """A read state row (joined with the plan) with `kg_old`, the old subtask of its grouping key:
+    the index of its salt among the old query's salts (its state partition when there was one per
+    subtask)."""
+    return state.withColumn("kg_old", (F.array_position(F.col(OLD_SALTS), F.col("kg_old_salt")) - 1)
+                            .cast("int"))
 
 
 def _reads(spark: Any, rescales: Sequence[Rescale], variable: str, columns: list[Any]) -> Any:
-    """Every rescaled job's state variable as of its batch: one read per (location, batch)."""
+    """Every rescaled job's state variable as of its batch: one read per (location, batch), each old
+    job's rows given the id of every job restored from them (`checkpoint_job` -> `job`)."""
     F = _functions(spark.range(1))
-    by_read: dict[tuple[str, int], list[int]] = {}
+    by_read: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for r in rescales:
-        by_read.setdefault((r.checkpoint_location, r.batch_id), []).append(r.job)
+        by_read.setdefault((r.checkpoint_location, r.batch_id), []).append((r.old_job, r.job))
     frames = [_read(spark, loc, variable, batch)
-              .select(F.col("partition_id").alias("kg_old"), F.col(f"key.{JOB}").alias(JOB), *columns)
-              .where(F.col(JOB).isin(jobs)) for (loc, batch), jobs in sorted(by_read.items())]
+              .select(F.col(f"key.{SALT}").alias("kg_old_salt"), F.col(f"key.{JOB}").alias("kg_old_job"),
+                      *columns)
+              .where(F.col("kg_old_job").isin(sorted({old for old, _ in jobs})))
+              .join(F.broadcast(spark.createDataFrame(jobs, f"kg_old_job int, {JOB} int")), "kg_old_job")
+              .drop("kg_old_job")
+              for (loc, batch), jobs in sorted(by_read.items())]
     out = frames[0]
     for f in frames[1:]:
         out = out.unionByName(f)
@@ -582,7 +634,7 @@ def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "v
     keyed = _reads(spark, rescales, "keyed", ["user_map_key.*", *[F.col(f"user_map_value.{f}").alias(f"s_{f}")
                                                                   for f in fields]])
     keyed = redistribute_keyed(keyed.join(plan, JOB), F)
-    operator = _reads(spark, rescales, "operator", ["list_element.*"]).join(plan, JOB)
+    operator = _old_subtask(_reads(spark, rescales, "operator", ["list_element.*"]).join(plan, JOB), F)
     operator = redistribute_operator(operator, F, Window)
     state_types = {f"s_{f.split()[0]}": f.split()[1] for f in state_schema.split(", ")}
     ddl = {"kg_kind": "string", "kg_key_group": "int", "kg_type": "string", "kg_key": "string",

@@ -166,26 +166,29 @@ def with_key_groups(df: Any, max_p: int, p: int, profile: str = "flink") -> Any:
         "subtask", F.expr(f"CAST((CAST(key_group AS BIGINT) * {p}) DIV {max_p} AS INT)"))
 
 
-def partition_salts(p: int, job: int | None = None) -> list[int]:
+def partition_salts(p: int, job: int | None = None, count: int | None = None) -> list[int]:
     """For every subtask s < p, the smallest int v >= 0 with pmod(hash(v), p) == s: the partition
     Spark's hash partitioning (Murmur3 seed 42, KG-22, KG-24, KG-30) gives an int column holding v;
-    with `job`, the partition of the two int columns (job, v): pmod(hash(job, v), p) == s."""
-    return list(_salts(p, job))
+    with `job`, the partition of the two int columns (job, v): pmod(hash(job, v), p) == s.  With
+    `count` (more subtasks than the p partitions), `count` distinct ints, subtask s's in partition
+    s mod p: the (s div p)-th int landing there (for count <= p, the first `count` of the above)."""
+    return list(_salts(p, job, p if count is None else count))
 
 
 @cache
-def _salts(p: int, job: int | None) -> tuple[int, ...]:
+def _salts(p: int, job: int | None, count: int) -> tuple[int, ...]:
     seed = SPARK_SEED if job is None else spark_hash_int(job)  # KG-22: the fold over the columns
-    salts: list[int | None] = [None] * p
-    missing = p
+    wanted = [len(range(r, count, p)) for r in range(p)]  # the subtasks landing in partition r
+    found: list[list[int]] = [[] for _ in range(p)]
+    missing = sum(wanted)
     v = 0
     while missing:
         s = spark_hash_int(v, seed) % p
-        if salts[s] is None:
-            salts[s] = v
+        if len(found[s]) < wanted[s]:
+            found[s].append(v)
             missing -= 1
         v += 1
-    return tuple(x for x in salts if x is not None)
+    return tuple(found[t % p][t // p] for t in range(count))
 
 
 def place_by_subtask(df: Any, p: int, column: str = "subtask") -> Any:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flink_semantics.adapters.pyspark import chaos
 from flink_semantics.adapters.pyspark.key_groups import api
 from flink_semantics.adapters.pyspark.key_groups.api import JobSpec, KeyedProcessor, Rescale
 from flink_semantics.adapters.pyspark.key_groups.engine import key_sort
@@ -69,6 +70,10 @@ STREAM_UNSUPPORTED: dict[str, str] = {
         "this face runs up to 16"),
 }
 
+# The state partitions of a round's query (the machine's two cores): subtask t of a job lives in
+# partition t mod 2, as its own grouping key (a task and a RocksDB instance per subtask per
+# micro-batch cost seconds each at a round's 16 subtasks).
+QUERY_PARTITIONS = 2
 INPUT_SCHEMA = ("job int, seq long, kind string, key string, type string, value long, target int, "
                 "name string, mode string, element long")
 
@@ -85,7 +90,7 @@ class SumProcessor(KeyedProcessor):
         total = int((state.get() or (0,))[0]) + int(row.value)
         state.update((total,))
         seq = int(row.seq)
-        return [(seq, "routed", ctx.hash, ctx.key_group, ctx.partition, None, None, total, None, None)]
+        return [(seq, "routed", ctx.hash, ctx.key_group, ctx.subtask, None, None, total, None, None)]
 
     def null_key(self, row: Any, ctx: Any) -> list[tuple[Any, ...]]:
         return [(int(row.seq), "null_key", None, None, None, None, None, None, None, None)]
@@ -95,10 +100,10 @@ class SumProcessor(KeyedProcessor):
         if row.kind == "add_state":
             ctx.operator_list(row.name, row.mode).append(int(row.element))
             return []
-        out = [(seq, "keyed", None, kg, ctx.partition, type_, key, int(value[0]), None, None)
+        out = [(seq, "keyed", None, kg, ctx.subtask, type_, key, int(value[0]), None, None)
                for kg, type_, key, value in ctx.keyed_entries()]
         for name, (_, elements) in ctx.operator_lists().items():
-            out += [(seq, "operator", None, None, ctx.partition, None, None, None, name, e) for e in elements]
+            out += [(seq, "operator", None, None, ctx.subtask, None, None, None, name, e) for e in elements]
         return out
 
 
@@ -169,7 +174,28 @@ def plan(schedule: Schedule) -> Plan:
             modes = {} if checkpoint is None else dict(checkpoint.modes)
         else:
             raise ValueError(f"not a key_groups step: {s!r}")
+    _merge_unrestored(out)
     return out
+
+
+def _merge_unrestored(out: Plan) -> None:
+    """Fewer micro-batches: a checkpoint no restore reads needs no micro-batch of its own, so each
+    segment's chunks are merged up to the checkpoints a restore reads (the batch ids those restores
+    read are renumbered); the steps keep their order (`seq`) within a micro-batch."""
+    refs = list({id(seg.restored_from): seg.restored_from for seg in out.segments
+                 if seg.restored_from is not None}.values())  # a checkpoint read by many restores: once
+    for number, seg in enumerate(out.segments):
+        mine = sorted({r.batch for r in refs if r.segment == number})
+        merged: list[list[dict[str, Any]]] = []
+        first = 0
+        for b in mine:
+            merged.append([row for chunk in seg.chunks[first:b + 1] for row in chunk])
+            first = b + 1
+        merged.append([row for chunk in seg.chunks[first:] for row in chunk])
+        seg.chunks = merged
+        for r in refs:
+            if r.segment == number:
+                r.batch = mine.index(r.batch)
 
 
 def _restored(out: Plan, i: int, s: RestoreStep, checkpoint: CheckpointRef | None) -> Segment:
@@ -192,38 +218,73 @@ def _restored(out: Plan, i: int, s: RestoreStep, checkpoint: CheckpointRef | Non
 # Running the rounds
 # --------------------------------------------------------------------------
 
+# (schedule, segment) -> (its query's checkpoint, the query's state partitions, its job id there)
+Locations = dict[tuple[int, int], tuple[str, int, int]]
+
+
+@dataclass
+class Job:
+    """One segment of one schedule: a job (`api.JobSpec`) of the query of its round."""
+
+    id: int
+    sid: int  # the schedule's index in the call
+    number: int  # the segment's index in its schedule
+    segment: Segment
+    round: int  # 0 for a job from no checkpoint, else one more than the job whose checkpoint it reads
+
+
+def jobs_of(plans: dict[int, Plan]) -> list[Job]:
+    """Every segment of every schedule as a job, in the earliest round it can run in: a restore
+    reads the state of an earlier job's committed micro-batch, so it runs one round after that job;
+    a job started from no checkpoint (empty state, KG-9) runs in the first round."""
+    out: list[Job] = []
+    for sid, p in sorted(plans.items()):
+        rounds: list[int] = []
+        for number, seg in enumerate(p.segments):
+            ref = seg.restored_from
+            rounds.append(0 if ref is None else rounds[ref.segment] + 1)
+            out.append(Job(len(out), sid, number, seg, rounds[-1]))
+    return out
+
 
 class Round:
-    """The queries of one round: one per parallelism, each with the schedules running at it."""
+    """The query of one round: every job that runs in it, each at its own parallelism."""
 
-    def __init__(self, spark: Any, root: Path, number: int, plans: dict[int, Plan],
-                 locations: dict[tuple[int, int], str], timings: dict[str, float] | None = None):
+    def __init__(self, spark: Any, root: Path, number: int, plans: dict[int, Plan], jobs: list[Job],
+                 locations: Locations, timings: dict[str, float] | None = None):
         self.spark, self.root, self.number = spark, root, number
         self.timings = timings if timings is not None else {}
-        self.plans, self.locations = plans, locations
-        self.segments = {sid: p.segments[number] for sid, p in plans.items() if len(p.segments) > number}
+        self.plans = plans
+        self.locations = locations  # (sid, segment) -> (its query's checkpoint, state partitions, job id)
+        self.jobs = {j.id: j for j in jobs if j.round == number}
         self.queries: list[tuple[Any, str]] = []
 
     def initial_state(self, partitions: int) -> Any:
-        """The restored schedules' state, moved to their new parallelism (read by the round's one query
-        in its first micro-batch)."""
-        rescales = [Rescale(sid, self.locations[(sid, seg.restored_from.segment)], seg.restored_from.batch,
-                            seg.restored_from.parallelism, seg.restored_from.max_parallelism,
-                            seg.parallelism, seg.new_max, partitions)
-                    for sid, seg in sorted(self.segments.items()) if seg.restored_from is not None]
+        """The restored jobs' state, moved to their new parallelism (read by the round's query in its
+        first micro-batch)."""
+        rescales = []
+        for job_id, job in sorted(self.jobs.items()):
+            ref, seg = job.segment.restored_from, job.segment
+            if ref is not None:
+                location, old_partitions, old_job = self.locations[(job.sid, ref.segment)]
+                rescales.append(Rescale(job_id, location, ref.batch, ref.parallelism, ref.max_parallelism,
+                                        seg.parallelism, seg.new_max, partitions, old_partitions, old_job))
         return api.rescale_jobs(self.spark, rescales) if rescales else None
 
     def run(self) -> list[Any]:
         """The round's query (started, run to the end of its input, stopped): its output rows."""
-        sids = sorted(self.segments)
-        batches = max((len(self.segments[sid].batches()) for sid in sids), default=0)
+        ids = sorted(self.jobs)
+        batches = max((len(self.jobs[j].segment.batches()) for j in ids), default=0)
         if not batches:
             return []
-        partitions = max(self.segments[sid].parallelism for sid in sids)
+        parallelism = max(self.jobs[j].segment.parallelism for j in ids)
+        partitions = min(parallelism, QUERY_PARTITIONS)
         with self._timed("state reads and redistribution"):
             initial = self.initial_state(partitions)
+        if self.number:  # the last round's query stopped; a new one starts from the state it committed
+            chaos.query_restarted(self.root, "key_groups.restore")
         with self._timed("query starts"):
-            query, name = self._query(partitions, sids, batches, initial)
+            query, name = self._query(parallelism, partitions, ids, batches, initial)
         self.queries.append((query, name))
         try:
             with self._timed("micro-batches"):
@@ -244,28 +305,31 @@ class Round:
         finally:
             self.timings[what] = self.timings.get(what, 0.0) + time.perf_counter() - start
 
-    def _query(self, p: int, sids: list[int], batches: int, initial: Any) -> tuple[Any, str]:
+    def _query(self, p: int, partitions: int, ids: list[int], batches: int, initial: Any) -> tuple[Any, str]:
         name = f"kg_{uuid.uuid4().hex[:12]}"
         base = self.root / name
         inp = base / "in"
         inp.mkdir(parents=True)
-        for k in range(batches):  # micro-batch k: every schedule's steps up to its k-th checkpoint
-            rows = [{"job": sid, **r} for sid in sids for r in _chunk(self.segments[sid], k)]
+        for k in range(batches):  # micro-batch k: every job's steps up to its k-th checkpoint
+            rows = [{"job": j, **r} for j in ids for r in _chunk(self.jobs[j].segment, k)]
             path = inp / f"{k:06d}.json"
             path.write_text("".join(json.dumps(r) + "\n" for r in rows))
             os.utime(path, (1_000_000 + k, 1_000_000 + k))  # the file source takes them in this order
         location = str(base / "checkpoint")
-        for sid in sids:
-            self.locations[(sid, self.number)] = location
-        jobs = {sid: JobSpec(self.segments[sid].max_parallelism, self.plans[sid].schedule.config.hash,
-                             self.segments[sid].parallelism) for sid in sids}
+        for j in ids:
+            self.locations[(self.jobs[j].sid, self.jobs[j].number)] = (location, partitions, j)
+        jobs = {j: self._spec(self.jobs[j]) for j in ids}
         df = self.spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1).json(str(inp))
         out = api.keyed_process(df, key="key", key_type="type", target="target", order_by="seq",
                                 processor=SumProcessor(), parallelism=p, jobs=jobs, job_column="job",
-                                initial_state=initial)
+                                initial_state=initial, partitions=partitions, chaos_root=str(self.root))
         writer = (out.writeStream.format("memory").queryName(name).outputMode("append")
                   .option("checkpointLocation", location))
-        return api.start(writer, parallelism=p, spark=self.spark), name
+        return api.start(writer, parallelism=p, spark=self.spark, partitions=partitions), name
+
+    def _spec(self, job: Job) -> JobSpec:
+        hash_profile = self.plans[job.sid].schedule.config.hash
+        return JobSpec(job.segment.max_parallelism, hash_profile, job.segment.parallelism)
 
     def stop(self) -> None:
         for q, _ in self.queries:
@@ -328,7 +392,7 @@ def _events(p: Plan, rows: list[Any]) -> list[Event]:
 def run_many(spark: Any, schedules: Sequence[Schedule], root: Path,
              timings: dict[str, float] | None = None) -> list[Trace]:
     """The traces of a batch of key groups schedules, through `api.keyed_process` and
-    `api.rescale_jobs`: each round of restores one query per parallelism (see the module's doc).
+    `api.rescale_jobs`: one query per round of restores (see the module's doc).
     `timings`, when given, adds up the seconds spent per phase (bench/key_groups.py)."""
     traces: dict[int, Trace] = {}
     plans: dict[int, Plan] = {}
@@ -346,16 +410,16 @@ def run_many(spark: Any, schedules: Sequence[Schedule], root: Path,
             traces[i] = Trace((rejected(f"KG-8: parallelism {c.parallelism} and max parallelism "
                                         f"{c.max_parallelism} out of bounds"),))
     rows: dict[int, list[Any]] = defaultdict(list)
-    locations: dict[tuple[int, int], str] = {}
-    rounds = max((len(p.segments) for p in plans.values()), default=0)
-    for number in range(rounds):
-        r = Round(spark, Path(root), number, plans, locations, timings)
+    locations: Locations = {}
+    jobs = jobs_of(plans)
+    for number in range(max((j.round for j in jobs), default=-1) + 1):
+        r = Round(spark, Path(root), number, plans, jobs, locations, timings)
         try:
             got = r.run()
         finally:
             r.stop()
         for row in got:
-            rows[row["job"]].append(row)
+            rows[jobs[row["job"]].sid].append(row)
     for i, p in plans.items():
         traces[i] = Trace(tuple(_events(p, rows[i])))
     return [traces[i] for i in range(len(schedules))]
