@@ -51,6 +51,29 @@ def test_spec_examples_through_one_streaming_query(spark: Any, workdir: Path) ->
     assert injected.count("reader") >= 1  # a `fail` step: a real task failure, retried by Spark
 
 
+@pytest.mark.spark
+def test_every_task_failing_once_keeps_the_traces(spark: Any, workdir: Path) -> None:
+    """The fault runs (chaos.py) through run_many: every read task's first attempt fails with its
+    partition half read, Spark runs it again; the traces are still the ones written in the spec
+    and the ones of an unarmed run, and each global failover is counted as a query restart."""
+    from flink_semantics.adapters.pyspark import chaos
+    from flink_semantics.adapters.pyspark.sources.stream import run_many
+
+    examples = [e for e in _spec_examples()
+                if any(s.op in ("fail", "fail_enumerator", "rescale") for s in e.schedule.steps)][:6]
+    assert len(examples) >= 3
+    unarmed, armed = workdir / "unarmed", workdir / "armed"
+    unarmed.mkdir()
+    armed.mkdir()
+    chaos.arm(armed, 1.0)
+    got = run_many(spark, [e.schedule for e in examples], armed)
+    assert chaos.injected(armed) > 0
+    assert chaos.restarts(armed) >= 1  # a fail_enumerator or rescale among them: a query restart
+    assert got == [e.trace for e in examples]
+    assert got == run_many(spark, [e.schedule for e in examples], unarmed)
+    assert chaos.injected(unarmed) == 0
+
+
 def test_traces_refuse_an_event_committed_twice() -> None:
     """A row of a job's step in two committed batches is an error (SRC-38), not a row to drop."""
     from flink_semantics.adapters.pyspark.sources.stream import traces_of

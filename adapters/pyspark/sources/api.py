@@ -367,6 +367,10 @@ class Flip27StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from rows[:half]
         for k in range(partition.failures):
             inject_once(self.dir, f"reader-{partition.batch}-{partition.reader}-{k}")
+        if self.dir:  # the fault runs (chaos.py): an armed run fails this attempt, its partition half read
+            from flink_semantics.adapters.pyspark import chaos
+
+            chaos.task_point(self.dir, "flip27-read")
         yield from rows[half:]
 
     def _value(self, job: int, split: int, offset: int) -> str | None:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 # The public API, importable from here as before (README.md, adapters/pyspark/README.md).
+from flink_semantics.adapters.pyspark import chaos
 from flink_semantics.adapters.pyspark.sources.api import (  # noqa: F401
     FORMAT,
     Flip27Source,
@@ -99,6 +100,7 @@ def run_query(spark: Any, jobs: list[dict[str, Any]], root: Path,
         except StreamingQueryException as e:
             if not _INJECTED.search(str(e)):
                 raise RuntimeError(f"the query failed unexpectedly: {str(e).splitlines()[0]}") from None
+            chaos.query_restarted(root, "global-failover")  # the loop starts it again from its checkpoint
         finally:
             if log is not None:
                 log(f"query run {restarts}: {len(query.recentProgress)} batches, "
