@@ -16,11 +16,18 @@ coroutines:
   their `ts` column and are emitted as "W" rows in the output stream; rows of kind
   "S" carry a watermark status (`ts` 1: idle, 0: active), which bypasses the queue
   and is emitted at once as an "S" row (AIO-51);
-* the end of the partition (of the micro-batch, in a streaming query) is end
-  of input: the queue is drained before the task ends (AIO-42).  As in Flink,
-  end of input also ends retrying (AIO-39): pending retries fire at once and
-  every outcome after it is final, so the calls still in flight at the end of a
-  partition get no retry;
+* on a batch DataFrame the end of the partition is end of input: the queue is
+  drained before the task ends (AIO-42).  As in Flink, end of input also ends
+  retrying (AIO-39): pending retries fire at once and every outcome after it is
+  final, so the calls still in flight at the end of a partition get no retry;
+* on a streaming DataFrame the end of a micro-batch's partition is not end of
+  input: the task waits until its queue is empty (calls complete, retries and
+  timeouts run their course) and the micro-batch commits with nothing in flight
+  (so Spark's checkpoint never holds an element of the queue); a row of kind "E"
+  is end of input;
+* rows of kind "X" stop their group's operator at once (a cancellation: what is
+  queued or waiting is dropped, nothing more is emitted or called, AIO-58), as a
+  stop without drain does (AIO-43);
 * a failed call (after retries), a timeout with `on_timeout="fail"` or a
   `None` result fails the Spark task (AIO-20, AIO-23, AIO-28).
 
@@ -346,13 +353,15 @@ class _GroupedRun:
     Input rows are dispatched to their group's buffer; each group's feeder pushes them into its
     operator: at once while nothing waits in the operator's input channel (backpressure, AIO-7), or,
     with arrival times, when the loop's clock reaches the row's time.  A row of kind "E" is end of
-    input for its group; the end of the task's input is end of input for every group (AIO-42).
+    input for its group, a row of kind "X" stops it (AIO-58).  The end of the task's input is end of
+    input for every group (AIO-42), or with `drain_at_end` (a streaming micro-batch) only the wait
+    until every group's queue is empty.
     """
 
     def __init__(self, fn: AsyncFn, config_for: Callable[[Any], OperatorConfig],
-                 loop: asyncio.AbstractEventLoop, audit: bool, on_failure: str):
+                 loop: asyncio.AbstractEventLoop, audit: bool, on_failure: str, drain_at_end: bool = False):
         self.fn, self.config_for, self.loop = fn, config_for, loop
-        self.audit, self.on_failure = audit, on_failure
+        self.audit, self.on_failure, self.drain_at_end = audit, on_failure, drain_at_end
         self.groups: dict[Any, _Group] = {}
         self.closed = False  # no more input rows
         if isinstance(loop, VirtualTimeLoop):
@@ -362,11 +371,20 @@ class _GroupedRun:
         """Virtual time, nothing can happen any more: an operator still waiting can never finish (for
         example end of input queued behind a record whose stalled call is never made again, AIO-37);
         it is closed without finishing (no E row)."""
-        stuck = [g for g in self.groups.values() if self.closed and g.op.alive and not g.op.finished]
+        stuck = [g for g in self.groups.values() if self.closed and not self._settled(g)]
         for g in stuck:
             g.op.close()
             g.progress.set()
         return bool(stuck)
+
+    def _settled(self, g: _Group) -> bool:
+        """Nothing more to do for the group: stopped, failed, finished, or (`drain_at_end`, the input
+        over) its queue and input channel empty."""
+        op = g.op
+        if not op.alive or op.finished:
+            return True
+        return self.drain_at_end and not g.ended and self.closed and not g.buffer \
+            and len(op) == 0 and op.pending_input == 0
 
     def group(self, key: Any) -> _Group:
         g = self.groups.get(key)
@@ -391,7 +409,7 @@ class _GroupedRun:
 
     async def feed(self, g: _Group) -> None:
         op = g.op
-        while op.alive and not g.ended:
+        while op.alive:
             if not g.buffer:
                 if self.closed:
                     break
@@ -401,11 +419,16 @@ class _GroupedRun:
             if at is not None and at - self.loop.time() > TIME_RESOLUTION:
                 await self._sleep_until(at)  # (within the resolution asyncio's timer is due already)
                 continue
-            if at is None and op.pending_input > 0:
+            if at is None and op.pending_input > 0 and kind != "X" and not g.ended:
                 await self._wait(g)  # AIO-7: the input waits while the channel is blocked
                 continue
             g.buffer.popleft()
-            if kind == "E":
+            if kind == "X":
+                g.ended = True
+                op.close()  # AIO-58: a stop from outside; the operator emits and calls nothing more
+            elif g.ended:
+                continue  # after end of input only a stop counts
+            elif kind == "E":
                 g.ended = True
                 op.push(EndOfInput())
             elif kind == "W":
@@ -415,10 +438,10 @@ class _GroupedRun:
             else:
                 op.push(Record(g.seq, value, ts))
                 g.seq += 1
-        if op.alive and not g.ended:
+        if op.alive and not g.ended and not self.drain_at_end:
             g.ended = True
             op.push(EndOfInput())  # AIO-42: the end of the partition is end of input
-        while op.alive and not op.finished:
+        while not self._settled(g):
             await self._wait(g)
 
     def _failure(self) -> None:
@@ -471,15 +494,16 @@ def _resolve(fut: asyncio.Future) -> None:
 def run_groups(rows: Iterator[tuple[Any, InRow]], fn: AsyncFn, config_for: Callable[[Any], OperatorConfig],
                *, loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
                audit: bool = False, on_failure: str = "fail", flush_every: int = 10_000,
-               read_all: bool = False) -> Iterator[list[OutRow]]:
+               read_all: bool = False, drain_at_end: bool = False) -> Iterator[list[OutRow]]:
     """Drive one operator per group over (group, (kind, ts, value, at)) rows on one event loop.
 
     Rows are dispatched in chunks of `flush_every` (all of them first with `read_all`, which arrival
     times need); the loop runs until each chunk is taken in, then the output so far is yielded.  At
-    the end, end of input drains every group's queue (AIO-42).
+    the end, end of input drains every group's queue (AIO-42); with `drain_at_end` (a streaming
+    micro-batch) the queues are drained without end of input.
     """
     loop = (loop_factory or wall_clock_loop)()
-    run = _GroupedRun(fn, config_for, loop, audit, on_failure)
+    run = _GroupedRun(fn, config_for, loop, audit, on_failure, drain_at_end)
     try:
         n = 0
         for key, row in rows:
@@ -514,8 +538,10 @@ ON_FAILURE = ("fail", "report")
 def _arrow_task(batches: Iterator[Any], *, fn: AsyncFn, config_for: Callable[[Any], OperatorConfig],
                 value_col: str, kind_col: str | None, ts_col: str | None, group_col: str | None,
                 arrival_col: str | None, value_type: Any, group_type: Any, audit: bool, on_failure: str,
-                loop_factory: Callable[[], asyncio.AbstractEventLoop] | None) -> Iterator[Any]:
-    """The Spark task (mapInArrow): one event loop, one operator per group of the partition."""
+                loop_factory: Callable[[], asyncio.AbstractEventLoop] | None, streaming: bool = False
+                ) -> Iterator[Any]:
+    """The Spark task (mapInArrow): one event loop, one operator per group of the partition; on a
+    streaming DataFrame the end of the micro-batch drains the queues without end of input."""
     import pyarrow as pa
 
     fields = ([(group_col, group_type)] if group_col else []) + [
@@ -538,7 +564,7 @@ def _arrow_task(batches: Iterator[Any], *, fn: AsyncFn, config_for: Callable[[An
                 yield row[0], row[1:]
 
     for chunk in run_groups(rows(), fn, config_for, loop_factory=loop_factory, audit=audit,
-                            on_failure=on_failure, read_all=arrival_col is not None):
+                            on_failure=on_failure, read_all=arrival_col is not None, drain_at_end=streaming):
         if chunk:
             columns = list(zip(*chunk))[0 if group_col else 1:width]
             yield pa.RecordBatch.from_arrays([pa.array(list(c), f.type) for c, f in zip(columns, schema)],
@@ -568,8 +594,10 @@ def async_map(df: Any, fn: AsyncFn, *, capacity: int = 100, ordered: bool = True
               on_failure: str = "fail") -> Any:
     """Apply the async function `fn` to every record of `df` through an async wait operator.
 
-    Works on a batch or a streaming DataFrame alike (`mapInArrow`, a narrow transformation: in a
-    streaming query every micro-batch's partition is one task, whose end is end of input, AIO-42).
+    Works on a batch or a streaming DataFrame (`mapInArrow`, a narrow transformation).  On a batch
+    DataFrame the end of a partition is end of input (AIO-42).  In a streaming query every
+    micro-batch's partition is one task, which ends when its operators' queues are empty: the
+    micro-batch commits with nothing in flight, and only a row of kind "E" is end of input.
 
     `timeout` (seconds, None = no timeout) runs from admission over all retries (AIO-26);
     `on_timeout` is "fail" (the task fails), "ignore" (wait for the call), a list (the result)
@@ -584,9 +612,13 @@ def async_map(df: Any, fn: AsyncFn, *, capacity: int = 100, ordered: bool = True
       `group_config(group)` may give a group its own configuration (`operator_config(...)`).
     * `arrival_col` (double, seconds on the loop's clock): a row enters its operator when the
       loop's clock reaches it (a replay at a recorded pace); the whole partition is read first.
-      A row of kind "E" is end of input for its group (later rows of the group are ignored).
+      A row of kind "E" is end of input for its group (later rows of the group are ignored, but for
+      a stop, "X").
     * rows of kind "S" are in-band watermark statuses (`ts` 1 idle, 0 active), passed on at once
       as "S" rows (AIO-51).
+    * a row of kind "X" stops its group's operator at once, without end of input and without
+      draining (a stop from outside: its queue, waiting input and timers are dropped and it emits
+      and calls nothing more, AIO-58, AIO-43); later rows of the group in the partition are ignored.
     * `loop_factory`: makes each task's event loop (default `wall_clock_loop`); with
       `virtual_time_loop` time is simulated and a run is deterministic when `fn` is.  On virtual
       time an operator that can never finish after the end of the input (nothing left to happen)
@@ -626,6 +658,6 @@ def async_map(df: Any, fn: AsyncFn, *, capacity: int = 100, ordered: bool = True
         value_col=value_col, kind_col=kind_col if kind_col in columns else None,
         ts_col=ts_col if ts_col in columns else None, group_col=group_col, arrival_col=arrival_col,
         value_type=_arrow_type(result_type), group_type=group_type, audit=audit, on_failure=on_failure,
-        loop_factory=loop_factory)
+        loop_factory=loop_factory, streaming=bool(getattr(df, "isStreaming", False)))
     schema = f"{prefix}kind string, ts long, value {result_type}" + (f", {AUDIT_COLUMNS}" if audit else "")
     return df.mapInArrow(task, schema)
