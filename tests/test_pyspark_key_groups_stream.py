@@ -183,3 +183,42 @@ def test_state_after_rescales_key_by_key(spark: Any, workdir: Path) -> None:
     assert model.parallelism == 16 and len(expected) == len(KEYS)
     got = sorted((r["partition"], r["key_group"], r["key"], r["value"]) for r in observed.collect())
     assert got == expected
+
+
+# --------------------------------------------------------------------------
+# 4. Task failures injected mid-micro-batch (adapters/pyspark/chaos.py)
+# --------------------------------------------------------------------------
+
+ONE_GROUP = ({"parallelism": 1, "max_parallelism": 1},  # one key group: every key in subtask 0, group 0
+             "update 7 2\nupdate 7 3\nadd_state t0 s 4\ncheckpoint\nupdate 7 10\nrestore 1\nupdate 7 1")
+
+
+def _fields(e: Any) -> tuple[Any, ...]:
+    d = e.to_dict()
+    return (d["event"], d["step"], d.get("subtask"), d.get("value"), d.get("elements"))
+
+
+@pytest.mark.spark
+def test_task_failures_change_no_trace(spark: Any, workdir: Path) -> None:
+    """Every keyed task fails once after its first state update (chaos.arm(root, 1.0)); Spark runs it
+    again from the last committed state store version: the traces are those of an unarmed run, the
+    reference's, and (one key group) the hand-written one: the update after the checkpoint lost, the
+    sum 5 and the operator element restored."""
+    from flink_semantics.adapters.pyspark import chaos
+    from flink_semantics.adapters.pyspark.key_groups.stream import run_many
+
+    schedules = [KG.schedule(*ONE_GROUP), KG.schedule(*CASES["spec example: restore 2 -> 3"])]
+    unarmed = run_many(spark, schedules, workdir / "unarmed")
+    armed_root = workdir / "armed"
+    armed_root.mkdir()
+    chaos.arm(armed_root, 1.0)
+    armed = run_many(spark, schedules, armed_root)
+    assert chaos.injected(armed_root) > 0
+    assert chaos.restarts(armed_root) == 1  # the restores' round: one query stopped, one started
+    assert armed == unarmed
+    for s, t in zip(schedules, armed):
+        assert rendered(t.events) == rendered(expected_trace(s).events)
+    assert [_fields(e) for e in armed[0].events] == [
+        ("routed", 0, 0, 2, None), ("routed", 1, 0, 5, None), ("routed", 4, 0, 15, None),
+        ("restored", 5, None, None, None), ("range", 5, 0, None, None), ("keyed", 5, 0, 5, None),
+        ("operator", 5, 0, None, [4]), ("routed", 6, 0, 6, None)]

@@ -336,8 +336,9 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         from pyspark import TaskContext
 
         job, salt = int(key[0]), int(key[1])
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if self.order is not None:
+        chunks = list(rows)
+        pdf = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+        if self.order is not None and len(pdf) > 1:
             pdf = pdf.sort_values(self.order, kind="stable")
         ctx = SubtaskContext(job, _int(pdf[AT].iloc[0]), TaskContext.get().partitionId(), self.keyed,
                              self.operator, self.next_pos)
@@ -382,6 +383,22 @@ def _functions(df: Any) -> Any:
     return functions_of(df)
 
 
+def values_frame(spark: Any, rows: Sequence[Sequence[Any]], ddl: str) -> Any:
+    """A small DataFrame of `rows` (DDL `name type, ...`; int, string and array<int> columns) made of
+    literals: a plan Spark evaluates in the JVM, where `createDataFrame` of a list parallelizes
+    pickled rows that every execution of a streaming micro-batch unpickles in Python workers."""
+    F = _functions(spark.range(1))
+    fields = [(f.split()[0], f.split()[1]) for f in ddl.split(", ")]
+
+    def literal(v: Any, type_: str) -> Any:
+        if isinstance(v, (list, tuple)):
+            return F.array(*[F.lit(x) for x in v]).cast(type_)
+        return F.lit(v).cast(type_)
+
+    structs = [F.struct(*[literal(v, t).alias(n) for (n, t), v in zip(fields, row)]) for row in rows]
+    return spark.range(1).select(F.inline(F.array(*structs)))
+
+
 def _jobs_frame(spark: Any, jobs: Mapping[int, JobSpec], parallelism: int, partitions: int) -> Any:
     rows = []
     for j, s in sorted(jobs.items()):
@@ -389,7 +406,7 @@ def _jobs_frame(spark: Any, jobs: Mapping[int, JobSpec], parallelism: int, parti
         salts = partition_salts(partitions, j, p)
         rows.append((int(j), p, max_parallelism_of(p, s.max_parallelism), s.hash, salts))
     ddl = f"{JOB} int, {PAR} int, {MAXP} int, {PROFILE} string, {SALTS} array<int>"
-    return spark.createDataFrame(rows, ddl)
+    return values_frame(spark, rows, ddl)
 
 
 def _check_jobs(jobs: Mapping[int, JobSpec], partitions: int) -> None:
@@ -524,7 +541,7 @@ def _plan(spark: Any, rescales: Sequence[Rescale]) -> Any:
         rows.append((r.job, r.parallelism, r.new_parallelism, r.max_parallelism, parts,
                      partition_salts(parts, r.job, r.new_parallelism),
                      partition_salts(r.partitions or r.parallelism, r.old_job, r.parallelism)))
-    return spark.createDataFrame(rows, f"{JOB} int, kg_old_p int, {NEW_P} int, {MAXP} int, {PARTS} int, "
+    return values_frame(spark, rows, f"{JOB} int, kg_old_p int, {NEW_P} int, {MAXP} int, {PARTS} int, "
                                  f"{SALTS} array<int>, {OLD_SALTS} array<int>")
 
 
@@ -547,7 +564,7 @@ def _reads(spark: Any, rescales: Sequence[Rescale], variable: str, columns: list
               .select(F.col(f"key.{SALT}").alias("kg_old_salt"), F.col(f"key.{JOB}").alias("kg_old_job"),
                       *columns)
               .where(F.col("kg_old_job").isin(sorted({old for old, _ in jobs})))
-              .join(F.broadcast(spark.createDataFrame(jobs, f"kg_old_job int, {JOB} int")), "kg_old_job")
+              .join(F.broadcast(values_frame(spark, jobs, f"kg_old_job int, {JOB} int")), "kg_old_job")
               .drop("kg_old_job")
               for (loc, batch), jobs in sorted(by_read.items())]
     out = frames[0]
