@@ -3,11 +3,11 @@
 
 Many schedules run in one query.  Schedule i is stream `"i"` of the API: its steps become rows of
 the source log (`seq` the step index, `op` the step's op), its configuration that stream's
-`WatermarkStrategy`, so its source (readers, coordinator) is the group `stream = "i"` of the source
-stage and its valve the group `("i", 0)` of the valve stage, each with its own state in Spark's
-state store (RocksDB for the source stage, api.py).  The rows come from Spark's JSON file source
-(the stand-in for a user's Kafka topic): the driver writes one file per micro-batch, every row
-tagged with its schedule's stream, and `maxFilesPerTrigger` 1 makes each file one micro-batch.
+`WatermarkStrategy`, so its source (readers, coordinator) and its valve are the group `stream = "i"`
+of the API's one stateful operator, with its own state in Spark's state store.  The rows come from
+Spark's JSON file source (the stand-in for a user's Kafka topic): the driver writes one file per
+micro-batch, every row tagged with its schedule's stream, and `maxFilesPerTrigger` 1 makes each
+file one micro-batch.  One shuffle partition: every stream in one task per micro-batch.
 
 * **Micro-batches.**  Every schedule's steps of the first query are cut into `BATCHES_PER_QUERY`
   runs of consecutive steps (by step count: ticks and all); run j of every schedule is micro-batch j
@@ -24,6 +24,10 @@ tagged with its schedule's stream, and `maxFilesPerTrigger` 1 makes each file on
 * **The trace** is downstream task 0's output (the API with `downstream=1`), in its order `idx`:
   every row is one event of the reference's trace, at step `seq`.  The sink is a parquet
   directory (its commit log makes it exactly once across the restarts).
+* **Faults** (chaos.py): in a fault run, the API's `faults_dir` is the call's `root`, so that each
+  stateful task may fail right after its first state update (Spark runs it again from the last
+  committed state); the queries then have FAULT_PARTITIONS shuffle partitions, for more tasks to
+  fail.  Each failover round's query restart is counted (`chaos.query_restarted`).
 
 Nothing here is a path around the API: the feed only serves rows, and every event comes out of
 `flink_watermarks`.  A configuration the spec refuses gives its `rejected` trace without running.
