@@ -194,6 +194,62 @@ def test_schedules_through_one_query_per_round(spark: Any, workdir: Path) -> Non
     assert run.micro_batches == run.planned > run.queries
 
 
+# Two examples of spec/mini-batch.md with a restore, and their traces as the spec gives them.
+FAULT_CASES = [
+    # MB-13: the bundle finishes before the barrier; k1 +I 6 after it is lost with the crash.
+    (MB.schedule({"enabled": True, "allow_latency": 100, "size": 100}, """
+        row k1 +I 4
+        checkpoint 1
+        row k1 +I 6
+        crash
+        restore 1
+        row k1 +I 1
+        end
+    """), MB.trace("""
+        @1 +I k1 count=1 sum=4 min=4 max=4
+        @6 +U k1 count=2 sum=5 min=1 max=4
+        @6 watermark MAX
+    """)),
+    # MB-29: the valve starts afresh (watermark 5 passes after 10), the accumulator from checkpoint 1.
+    (MB.schedule({"enabled": False}, """
+        watermark 10
+        checkpoint 1
+        row k1 +I 1
+        crash
+        restore 1
+        watermark 5
+        row k1 +I 2
+    """), MB.trace("""
+        @0 watermark 10
+        @2 +I k1 count=1 sum=1 min=1 max=1
+        @5 watermark 5
+        @6 +I k1 count=1 sum=2 min=2 max=2
+    """)),
+]
+
+
+@pytest.mark.spark
+def test_injected_task_failures_change_no_trace(spark: Any, tmp_path: Path) -> None:
+    """Armed with share 1 (chaos.py): the first attempt of every task of the source reader and of
+    both stages fails after part of its work (the stages after a state update, before the commit);
+    Spark runs it again from the last committed state.  The traces are the spec's, as unarmed; the
+    restore is counted as a query restart."""
+    from flink_semantics.adapters.pyspark import chaos
+    from flink_semantics.adapters.pyspark.mini_batch.stream import run_many
+
+    batch = [s for s, _ in FAULT_CASES]
+    armed, unarmed = tmp_path / "armed", tmp_path / "unarmed"
+    armed.mkdir()
+    unarmed.mkdir()
+    chaos.arm(armed, 1.0)
+    got = run_many(spark, batch, armed)
+    assert chaos.injected(armed) > 0
+    assert chaos.restarts(armed) == 1  # one round of restores: one query started from checkpoints
+    assert got == run_many(spark, batch, unarmed)
+    assert chaos.injected(unarmed) == 0
+    assert got == [want for _, want in FAULT_CASES]
+
+
 # The API's stream: (lsn, ts, op, k, v) per file (a micro-batch each)
 API_FILES = [
     [(1, 0, "+I", 1, 5), (2, 1, "+I", 1, 7), (3, 2, "+I", 2, 3), (4, 3, "-U", 1, 5)],

@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flink_semantics.adapters.pyspark import chaos
 from flink_semantics.adapters.pyspark.mini_batch.engine import (
     Acc,
     BundleOperator,
@@ -389,6 +390,7 @@ class _Plan:
     default_ttl: int | None
     aggregates: tuple[str, ...]
     job_type: str
+    chaos_root: str | None = None  # a directory armed by chaos.arm: the fault runs' task failures
 
     def settings(self, job: Any) -> Settings:
         return self.configs.get(job, self.default)
@@ -417,6 +419,8 @@ class BundleProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         snapshot, out = stage_one(self.plan.settings(job), None if saved is None else saved[0],
                                   inputs)  # type: ignore[arg-type]
         self.job.update((snapshot,))
+        if self.plan.chaos_root is not None:  # a task failure after a state update, before the commit
+            chaos.task_point(self.plan.chaos_root, "mini_batch stage 1 after a state update")
         yield from _out(job, out, _STAGE_ONE)
 
     def close(self) -> None:
@@ -449,6 +453,8 @@ class AggregationProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
                     state.clear()  # MB-23
             else:
                 state.update(acc_row(after))
+        if self.plan.chaos_root is not None:  # a task failure after a state update, before the commit
+            chaos.task_point(self.plan.chaos_root, "mini_batch stage 2 after a state update")
         yield from _out(job, out, _STAGE_TWO)
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
@@ -505,7 +511,7 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
                         state_ttl_ms: int | None = None, order: str | None = None, time: str | None = None,
                         partition_by: str | None = None,
                         configs: Mapping[Any, AggregationConfig] | None = None, initial_state: Any = None,
-                        markers: bool = False) -> Any:
+                        markers: bool = False, chaos_root: str | None = None) -> Any:
     """`SELECT key, COUNT(*), SUM(value), MIN(value), MAX(value) ... GROUP BY key` over a changelog
     stream, as Flink runs it with mini-batch on or off (spec/mini-batch.md), returning the
     aggregation's changelog as a streaming DataFrame (append mode).
@@ -537,8 +543,11 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
     `trigger(availableNow=True)` to end.
 
     `configs` maps a `partition_by` value to its own `AggregationConfig` (the keyword arguments are
-    the configuration of the others).  Bad arguments raise ValueError naming the parameter and the
-    rule; no job runs until the caller starts the stream."""
+    the configuration of the others).  `chaos_root` (testing only): a directory armed by
+    `chaos.arm`, where both stages' tasks fail now and then after a state update, before their
+    micro-batch commits (the conformance adapter's fault runs; Spark runs the task again from the
+    last committed state).  Bad arguments raise ValueError naming the parameter and the rule; no job
+    runs until the caller starts the stream."""
     default = AggregationConfig(mini_batch, allow_latency_ms, bundle_size, assigner, two_phase,
                                 update_before, state_ttl_ms)
     default.validate()
@@ -548,6 +557,9 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
         config.validate(f"configs[{job!r}].")
     if not isinstance(markers, bool):
         raise ValueError(f"changelog_aggregate: markers must be a bool (MB-8), got {markers!r}")
+    if chaos_root is not None and not isinstance(chaos_root, str):
+        raise ValueError(f"changelog_aggregate: chaos_root must be None or a directory's path as a str "
+                         f"(chaos.arm), got {chaos_root!r}")
     selected = _validate_aggregates(aggregates)
     _column_type(df, "key", key, INTEGRAL, "the query's BIGINT key, MB-30")
     _column_type(df, "value", value, INTEGRAL, "MB-30: SUM, MIN and MAX over BIGINT")
@@ -566,7 +578,7 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
         raise ValueError("changelog_aggregate: configs needs partition_by (MB-2)")
     plan = _Plan(default.settings(), {j: c.settings() for j, c in (configs or {}).items()},
                  {j: c.state_ttl_ms for j, c in (configs or {}).items() if c.state_ttl_ms is not None},
-                 state_ttl_ms, selected, job_type)
+                 state_ttl_ms, selected, job_type, chaos_root)
     F = _functions(df.sparkSession)
     order_col = F.col(order)
     # Without a time column: the micro-batch's timestamp (current_timestamp is the batch's in a stream)

@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flink_semantics.adapters.pyspark import chaos
 from flink_semantics.adapters.pyspark.mini_batch.api import (
     MARKERS,
     AggregationConfig,
@@ -222,6 +223,7 @@ class ScriptPartition(InputPartition):  # type: ignore[misc,valid-type]
     path: str
     first: int
     last: int
+    chaos_root: str | None = None
 
 
 def read_script(path: str) -> list[list[list[Any]]]:
@@ -255,6 +257,7 @@ class ScriptReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def __init__(self, options: Mapping[str, str]):
         self.path = options["script"]
+        self.chaos_root = options.get("chaos_root")  # the fault runs (chaos.py)
         self.available = len(read_script(self.path))
 
     def initialOffset(self) -> dict[str, int]:
@@ -273,12 +276,15 @@ class ScriptReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         return {"batch": min(self.available, start["batch"] + 1 + max(n, 1)) - 1}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
-        return [ScriptPartition(self.path, start["batch"] + 1, end["batch"])]  # parallelism 1
+        # parallelism 1
+        return [ScriptPartition(self.path, start["batch"] + 1, end["batch"], self.chaos_root)]
 
     def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
-        for batch in read_script(partition.path)[partition.first:partition.last + 1]:
-            for r in batch:
-                yield tuple(r)
+        rows = [r for batch in read_script(partition.path)[partition.first:partition.last + 1] for r in batch]
+        for i, r in enumerate(rows):
+            if i == len(rows) // 2 and partition.chaos_root is not None:  # half the partition read
+                chaos.task_point(partition.chaos_root, "mini_batch source reader")
+            yield tuple(r)
 
     def commit(self, end: dict[str, int]) -> None:
         pass
@@ -384,9 +390,16 @@ class StreamRun:
         configs = {inc.sid: config_of(self.schedules[inc.sid]) for inc in round_}
         ttls = tuple(sorted({c.state_ttl_ms for c in configs.values() if c.state_ttl_ms is not None}))
         t0 = time.perf_counter()
-        src = self.spark.readStream.format(FORMAT).option("script", str(script)).load()
-        out = changelog_aggregate(src, key="key", op="op", value="value", partition_by="sid", configs=configs,
-                                  order="seq", time="time", markers=True, initial_state=self._initial(round_))
+        if r > 0:  # every schedule of this round restarts from its checkpoint (or from none)
+            chaos.query_restarted(self.root, "mini_batch restore")
+        # Armed (the fault runs, chaos.py): the reader and both stages fail tasks now and then
+        armed = str(self.root) if (self.root / chaos.CONFIG).exists() else None
+        reader = self.spark.readStream.format(FORMAT).option("script", str(script))
+        if armed is not None:
+            reader = reader.option("chaos_root", armed)
+        out = changelog_aggregate(reader.load(), key="key", op="op", value="value", partition_by="sid",
+                                  configs=configs, order="seq", time="time", markers=True,
+                                  initial_state=self._initial(round_), chaos_root=armed)
         sink = functools.partial(write_batch, str(self.output), r)
         with query_conf(self.spark, {"spark.sql.shuffle.partitions": str(self.partitions),
                                      "spark.sql.streaming.stateStore.providerClass": PROVIDER,
