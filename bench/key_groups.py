@@ -18,14 +18,16 @@
    every old subtask (which must then be scanned key by key).
 
     PYTHONPATH=. python bench/key_groups.py [--runs 3] [--keys 1000000]
-    PYTHONPATH=. python bench/key_groups.py --stream [--schedules 500] [--runs 1]
+    PYTHONPATH=. python bench/key_groups.py --stream [--schedules 500] [--runs 1] [--calls 1]
 
 `--stream` measures instead the conformance schedules per second through streaming queries:
 `--schedules` drawn schedules of every supported feature (the rescaling properties' features)
-through `key_groups/stream.py`'s `run_many` (the public API, one query per round of restores)
-against the task-mode adapter (the engine in a Spark task), and where run_many's time goes:
-query starts, micro-batches (the first of a round reads the restored state with the state data
-source and redistributes it), query stops, outputs.
+through `key_groups/stream.py`'s `run_many` (the public API, one query per round of restores:
+as many as the call's deepest chain of restores, each with at most two state partitions) against
+the task-mode adapter (the engine in a Spark task), and where run_many's time goes: query starts,
+micro-batches (the first of a round reads the restored state with the state data source and
+redistributes it), query stops, outputs.  `--calls k` cuts the schedules into k run_many calls, as
+the suite does (a call per property: about 50 to 70 schedules).
 
 One warm Spark session (local[2]: adapters/pyspark/session.py).  Prints medians and ranges over
 `--runs`.  The exit status is 0 whenever the benchmark ran.  Not part of the test run.
@@ -166,7 +168,7 @@ def drawn_schedules(n: int) -> list[Any]:
     return drawn(schedules(features), n)
 
 
-def bench_stream(spark: Any, n: int, runs: int) -> None:
+def bench_stream(spark: Any, n: int, runs: int, calls: int = 1) -> None:
     import shutil
     import tempfile
     from pathlib import Path
@@ -176,14 +178,17 @@ def bench_stream(spark: Any, n: int, runs: int) -> None:
 
     batch = drawn_schedules(n)
     task_mode = PySparkAdapter(spark=spark)
-    print(f"cpus {os.cpu_count()}, load before {os.getloadavg()[0]:.1f}; {len(batch)} drawn schedules")
+    print(f"cpus {os.cpu_count()}, load before {os.getloadavg()[0]:.1f}; {len(batch)} drawn schedules "
+          f"in {calls} run_many call(s)")
     rates: dict[str, list[float]] = {"stream (run_many)": [], "task mode (PySparkAdapter)": []}
     for _ in range(runs):
         root = Path(tempfile.mkdtemp(prefix="bench-kg-"))
         timings: dict[str, float] = {}
         start = time.perf_counter()
         try:
-            run_many(spark, batch, root, timings)
+            for k in range(calls):  # the suite's calls: one per property
+                run_many(spark, batch[k * len(batch) // calls:(k + 1) * len(batch) // calls], root / str(k),
+                         timings)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         rates["stream (run_many)"].append(len(batch) / (time.perf_counter() - start))
@@ -205,10 +210,11 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--stream", action="store_true", help="schedules/s through run_many vs task mode")
     parser.add_argument("--schedules", type=int, default=500, help="drawn schedules (--stream)")
+    parser.add_argument("--calls", type=int, default=1, help="run_many calls (--stream)")
     args = parser.parse_args()
     spark = get_spark()
     if args.stream:
-        bench_stream(spark, args.schedules, args.runs)
+        bench_stream(spark, args.schedules, args.runs, args.calls)
         return
     print(f"cpus {os.cpu_count()}, load before {os.getloadavg()[0]:.1f}")
     rates(spark, args.keys, args.runs)

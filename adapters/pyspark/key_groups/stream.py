@@ -3,27 +3,36 @@
 
 The mapping:
 
-* **a schedule** is a job of `api.keyed_process` (`jobs`: its index is its job id, part of every
-  grouping key, with its own parallelism, maximum parallelism and hash profile); every schedule of a
-  round shares **one streaming query** whose state partitions number the round's largest
-  parallelism (`api.start`; a job at p uses partitions 0..p-1), on the RocksDB state store, with a
+* **a job** of `api.keyed_process` (`jobs`: its id is part of every grouping key, with its own
+  parallelism, maximum parallelism and hash profile) is one segment of a schedule: its steps from
+  its start or a restore to the next restore;
+* **a round** is one streaming query holding every job of that round: a job from no checkpoint
+  (the schedule's first, or a restore before any checkpoint: empty state, KG-9) runs in the first
+  round, a job restored from a checkpoint in the round after the job that took it; so a call runs
+  as many queries as its deepest chain of restores, whatever its number of schedules.  The query
+  runs on the RocksDB state store with at most `QUERY_PARTITIONS` state partitions (`api.start`), a
   file source as its input (`maxFilesPerTrigger` 1: a micro-batch per file);
-* **a subtask** is one grouping key (job, salt) whose state partition is the subtask: a routed
-  key's `subtask` in the trace is the partition its update ran in, a restored key's the partition
-  that holds it;
+* **a subtask** is one grouping key (job, salt), in state partition subtask mod the query's
+  partitions: a routed key's `subtask` in the trace is the subtask of the grouping key its update
+  ran in (Spark's KG-3 expression; the processor checks the partition), a restored key's the
+  grouping key that holds it;
 * **the keyed state** is the API's per-key state (a sum, `SumProcessor`); **operator state** its
   operator lists (`add_state` rows sent to a subtask by the `target` column);
 * **a null key** under the `flink` profile is not routed (KG-7): the API's `null_key`;
-* **a checkpoint** is a committed micro-batch: the steps of every schedule up to its k-th
-  checkpoint are micro-batch k of its query (all schedules advance in the same micro-batches);
-* **a restore** is a round: the queries stop; each restored schedule's state is read with the
-  state data source at its own checkpoint's batch id (`api.rescale_jobs`: keyed state by key group,
-  operator state by Flink's repartitioner, as DataFrame operations), and the union is the
-  `initialState` of the round's new query, read in its first micro-batch; the first
-  micro-batch of a restored schedule asks each new subtask for what it holds (`dump` rows): the
-  trace's `keyed` and `operator` events are read from the state store by the processor;
+* **a checkpoint** that a restore reads is a committed micro-batch: a job's steps up to it run in
+  the micro-batches up to that batch id, the steps after it in the next one (all jobs advance in
+  the same micro-batches); a checkpoint no restore reads shares the micro-batch of what follows;
+* **a restore**: each restored job's state is read with the state data source at its checkpoint's
+  batch id in the query that took it (`api.rescale_jobs`: keyed state by key group, operator state
+  by Flink's repartitioner, as DataFrame operations), and the union is the `initialState` of the
+  next round's query, read in its first micro-batch; the first micro-batch of a restored job asks
+  each new subtask for what it holds (`dump` rows): the trace's `keyed` and `operator` events are
+  read from the state store by the processor;
 * **refusals** (KG-8, KG-15, KG-16) are decided on the driver (`api.rescale_refusal`) before
-  anything stops: the running query goes on; a configuration out of bounds is `rejected`.
+  anything stops: the running job goes on; a configuration out of bounds is `rejected`;
+* **faults** (adapters/pyspark/chaos.py): the keyed tasks fail after their first state update
+  (`chaos.task_point`), Spark runs them again from the last committed state; each round after the
+  first counts as a query restart.
 
 Ranges (`range` events, KG-4) are the driver's `api.key_group_ranges`.  Everything else, the hash,
 the routing, the state and its redistribution, is Spark's.
