@@ -90,6 +90,7 @@ SENT_SCHEMA = ("stream string, pos long, seq long, kind string, reader int, spli
 OUTPUT_SCHEMA = ("stream string, target int, idx long, seq long, kind string, reader int, split int, "
                  "ts long, watermark long, idle boolean, current_watermark long, value string")
 STATE_SCHEMA = "state string"
+# The state store provider setting and RocksDB's (the example runs on it; any provider works).
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
