@@ -17,7 +17,8 @@ output gives the median, min and max over the runs, and the machine's load befor
 
 `--stream` measures instead the conformance schedules per second through streaming queries: N
 schedules drawn from the suite's strategies (every property's features) run through
-`async_io/stream.py`'s `run_many` (async_map in one streaming query) against the task-mode adapter
+`async_io/stream.py`'s `run_many` (async_map in streaming queries: one, and one more per restart
+round of the schedules with crashes and restores) against the task-mode adapter
 (`PySparkAdapter.run_batch`: the operator in Spark tasks on the virtual clock of runtime.py).
 
 The exit status is 0 whenever the benchmark ran: a figure below `--target` is reported, not
@@ -85,16 +86,35 @@ def bench_sync(spark: Any, records: int, partitions: int, latency: float) -> tup
 
 
 def drawn_schedules(n: int) -> list[Any]:
-    """n distinct schedules drawn as the suite's async I/O properties draw them (without checkpoints
-    and statuses, which the streaming face does not run)."""
+    """n distinct schedules drawn as the suite's async I/O properties draw them (checkpoints, crashes
+    and restores included, as test_checkpoint_and_restore draws them)."""
     from drawn import drawn
     from flink_semantics.conformance.areas.async_io import Features, schedules
     from hypothesis import strategies as st
 
     features = [Features(), Features(timeouts=True, errors=True, max_steps=16),
                 Features(timeouts=True, retries=True, errors=True, max_steps=18),
-                Features(errors=True, nulls=True), Features(max_capacity=3, max_steps=18)]
+                Features(errors=True, nulls=True), Features(max_capacity=3, max_steps=18),
+                Features(statuses=True),
+                Features(checkpoints=True, errors=True, timeouts=True, retries=True, max_steps=20)]
     return drawn(st.sampled_from(features).flatmap(schedules), n)
+
+
+def stream_shape(batch: list[Any]) -> tuple[int, int]:
+    """The queries (rounds: a restart each after the first) and micro-batches run_many runs."""
+    from flink_semantics.adapters.pyspark.async_io.stream import config_of, plan
+
+    plans = []
+    for sid, s in enumerate(batch):
+        try:
+            config_of(s.config)
+        except ValueError:
+            continue
+        plans.append(plan(sid, s))
+    rounds = max((len(p.incarnations) for p in plans), default=0)
+    batches = sum(max(len(p.incarnations[k]) for p in plans if k < len(p.incarnations))
+                  for k in range(rounds))
+    return rounds, batches
 
 
 def bench_stream(spark: Any, n: int, runs: int) -> int:
@@ -108,7 +128,9 @@ def bench_stream(spark: Any, n: int, runs: int) -> int:
     batch = drawn_schedules(n)
     task_mode = PySparkAdapter(spark=spark)
     load_before = _load()
-    run_many(spark, batch[:20], Path(tempfile.mkdtemp()))  # warm-up, not measured
+    warm = Path(tempfile.mkdtemp())
+    run_many(spark, batch[:20], warm)  # warm-up, not measured
+    shutil.rmtree(warm, ignore_errors=True)
     rates: dict[str, list[float]] = {"stream (run_many)": [], "task mode (PySparkAdapter)": []}
     for _ in range(runs):
         root = Path(tempfile.mkdtemp())
@@ -120,6 +142,9 @@ def bench_stream(spark: Any, n: int, runs: int) -> int:
         task_mode.run_batch(batch)
         rates["task mode (PySparkAdapter)"].append(len(batch) / (time.perf_counter() - t0))
     print(f"\n{len(batch)} drawn schedules, {runs} runs; load average {load_before} before, {_load()} after")
+    queries, micro_batches = stream_shape(batch)
+    print(f"run_many: {queries} queries (each after the first started from a copy of the previous one's "
+          f"checkpoint), {micro_batches} micro-batches in all")
     for name, r in rates.items():
         print(f"{name:<30}{statistics.median(r):>10.1f} schedules/s (min {min(r):.1f}, max {max(r):.1f})")
     return 0
