@@ -12,6 +12,18 @@ enumerator failover (a query failure and restart) of the Structured Streaming so
 
     PYTHONPATH=. python bench/sources.py [--runs 3] [--batch 400] [--jobs 50] [--restarts 4]
 
+`--stream` measures instead the conformance schedules per second through Structured Streaming:
+`--schedules` drawn schedules (default 500) of the suite's sources properties (those the streaming
+face runs: not the region failover one), one call of `sources/stream.py`'s runner per property as
+the suite makes them (every schedule of the call a job of one Flip27Source query, restarted once
+per round of global failovers), against the task-mode adapter (`PySparkAdapter.run_batch`) on the
+same schedules, every streaming trace compared with the task mode's; and where the streaming
+run's time goes: Spark's durations of the micro-batches (planning in the source's `latestOffset`,
+query planning, addBatch: the read tasks and the sink, the offset and commit logs), the rest of
+each query's life (start, stop, the batch whose planning fails it), and the driver (traces).
+
+    PYTHONPATH=. python bench/sources.py --stream [--schedules 500] [--runs 3]
+
 One warm Spark session (local[2] by default: adapters/pyspark/session.py).  Prints medians and
 ranges over `--runs`.  The exit status is 0 whenever the benchmark ran.  Not part of the test run.
 """
@@ -79,14 +91,101 @@ def failover_cost(spark: Any, jobs: int, restarts: int) -> tuple[float, float]:
     return times[0], (times[1] - times[0]) / restarts
 
 
+def drawn_by_property(n: int) -> dict[str, list[Any]]:
+    """About n distinct schedules drawn as the suite's sources properties draw them, by property
+    (the ones the streaming face runs)."""
+    from drawn import drawn
+    from flink_semantics.adapters.pyspark.sources.stream import STREAM_UNSUPPORTED
+    from flink_semantics.conformance.areas.sources import schedules
+    from flink_semantics.conformance.test_sources import FEATURES
+
+    features = {name: f for name, f in FEATURES.items() if not (f.graph and STREAM_UNSUPPORTED)}
+    return {name: drawn(schedules(f), n // len(features)) for name, f in features.items()}
+
+
+def stream_call(spark: Any, batch: list[Any], timing: dict[str, float]) -> list[Any]:
+    """One call of the streaming runner on a property's schedules (run_many's path, timed)."""
+    from flink_semantics.adapters.pyspark.sources.stream import job_of, run_query, traces_of
+
+    root = Path(tempfile.mkdtemp(prefix="bench-sources-stream-"))
+    try:
+        started = time.perf_counter()
+        rows, _ = run_query(spark, [job_of(s) for s in batch], root, timing=timing)
+        traces = traces_of(rows, len(batch))
+        timing["call"] = timing.get("call", 0.0) + time.perf_counter() - started
+        return traces
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def bench_stream(spark: Any, n: int, runs: int) -> None:
+    by_property = drawn_by_property(n)
+    total = sum(len(b) for b in by_property.values())
+    task_mode = PySparkAdapter(spark=spark)
+    load_before = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    stream_call(spark, next(iter(by_property.values()))[:20], {})  # warm-up (workers, the JVM), not measured
+    rates: dict[str, list[float]] = {"stream (run_many's runner)": [], "task mode (PySparkAdapter)": []}
+    timing: dict[str, float] = {}
+    per_property: dict[str, dict[str, float]] = {}
+    differ = 0
+    for _ in range(runs):
+        seconds = 0.0
+        for name, batch in by_property.items():
+            own: dict[str, float] = {}
+            got = stream_call(spark, batch, own)
+            seconds += own["call"]
+            per_property[name] = own
+            for k, v in own.items():
+                timing[k] = timing.get(k, 0.0) + v
+            differ += sum(g != t for g, t in zip(got, task_mode.run_batch(batch)))
+        rates["stream (run_many's runner)"].append(total / seconds)
+        started = time.perf_counter()
+        for batch in by_property.values():
+            task_mode.run_batch(batch)
+        rates["task mode (PySparkAdapter)"].append(total / (time.perf_counter() - started))
+    load_after = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n{total} drawn schedules in {len(by_property)} calls (one per property), {runs} runs; "
+          f"load average {load_before} before, {load_after} after; {differ} traces differ from task mode's")
+    for name, r in rates.items():
+        print(f"  {name:<28}{statistics.median(r):>8.1f} schedules/s (min {min(r):.1f}, max {max(r):.1f})")
+    print("per call (the last run): schedules, query runs, micro-batches, seconds")
+    for name, own in per_property.items():
+        print(f"  {name:<30}{len(by_property[name]):>5}{own.get('queries', 0):>5.0f}"
+              f"{own.get('batches', 0):>5.0f}{own['call']:>8.1f}")
+
+    def t(k: str) -> float:
+        return timing.get(k, 0.0) / runs
+
+    logs = t("walCommit") + t("commitOffsets")
+    parts = [("micro-batches: the source's planner (latestOffset)", t("latestOffset")),
+             ("micro-batches: query planning", t("queryPlanning")),
+             ("micro-batches: addBatch (read tasks, sink)", t("addBatch")),
+             ("micro-batches: offset and commit logs", logs),
+             ("micro-batches: other", t("triggerExecution") - t("latestOffset") - t("queryPlanning")
+              - t("addBatch") - logs),
+             ("queries: start, stop, the failing batch", t("query") - t("triggerExecution")),
+             ("driver: the committed rows, the traces", t("call") - t("query"))]
+    print(f"where a streaming run's time goes (mean seconds a run, {t('queries'):.0f} query runs, "
+          f"{t('batches'):.0f} micro-batches):")
+    for name, secs in parts:
+        print(f"  {name:<55}{secs:>8.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=PySparkAdapter.batch_size)
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--restarts", type=int, default=4)
+    parser.add_argument("--stream", action="store_true",
+                        help="conformance schedules/s through streaming queries (run_many)")
+    parser.add_argument("--schedules", type=int, default=500, help="drawn schedules per run (--stream)")
     args = parser.parse_args()
     from flink_semantics.adapters.pyspark.session import get_spark
+
+    if args.stream:
+        bench_stream(get_spark(), args.schedules, args.runs)
+        return
 
     schedules, traces = corpus()
     failing = sum(any(s.op in ("fail", "fail_enumerator", "rescale") for s in x.steps) for x in schedules)

@@ -74,6 +74,19 @@ def test_every_task_failing_once_keeps_the_traces(spark: Any, workdir: Path) -> 
     assert chaos.injected(unarmed) == 0
 
 
+def test_layout_puts_a_runs_failovers_in_its_last_batch() -> None:
+    """A job's batch ends after a step failing a task or the query; run i of the query holds every
+    job's segment i, the segments ending with a query failure in the run's last batches."""
+    pytest.importorskip("pyspark")
+    from flink_semantics.adapters.pyspark.sources.scripted import QUERY, TASK, layout
+
+    a = [None, None, TASK, None, QUERY, None]  # batches of 3 and 2 steps, a query failure, 1 step
+    b = [None, QUERY, QUERY]  # a query failure in each of two runs
+    c = [None]
+    assert layout([a, b, c]) == [{0: 3, 1: 2, 2: 1}, {1: 2, 2: 1}, {0: 1}]
+    assert layout([[], c]) == [{}, {0: 1}]
+
+
 def test_traces_refuse_an_event_committed_twice() -> None:
     """A row of a job's step in two committed batches is an error (SRC-38), not a row to drop."""
     from flink_semantics.adapters.pyspark.sources.stream import traces_of

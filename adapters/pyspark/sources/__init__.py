@@ -7,7 +7,7 @@
   (`Run`, `CAPABILITIES`);
 * `api.py`: the public API on Structured Streaming: the Python data source `Flip27Source`
   (`flip27_options`) and the `foreachBatch` sink `IdempotentSink`;
-* `scripted.py`: a job of that source driven by a schedule's steps, one step per micro-batch;
+* `scripted.py`: a job of that source driven by a schedule's steps, laid out in micro-batches;
 * `stream.py`: the conformance runner through that API (`run_many`, `STREAM_UNSUPPORTED`;
   `--adapter pyspark-stream`), and the API's names as before;
 * `faults.py`: the fault-injection run (`python -m flink_semantics.adapters.pyspark.sources.faults`).

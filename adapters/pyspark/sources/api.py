@@ -42,11 +42,13 @@ The mapping (spec/sources.md):
 * **an enumerator failure** is a real query failure: the planner raises, and the query is
   restarted from its checkpoint directory (SRC-27, SRC-28).
 
-A job may instead carry a script (`"steps"`: the steps of a schedule of spec/sources.md, one step
-per micro-batch, scripted.py): the conformance run (stream.py) drives the source through exactly
-the states the rules are about, its rows the trace events (`kind`, `event` as JSON, keyed by
-`step`, `seq`).  Several jobs share one query: the offset holds one state per job, and partition r
-holds reader r of every job.
+A job may instead carry a script (`"steps"`: the steps of a schedule of spec/sources.md, laid out
+in micro-batches by scripted.layout: a batch ends after a step that fails a task or the query):
+the conformance run (stream.py) drives the source through exactly the states the rules are about,
+its rows the trace events (`kind`, `event` as JSON, keyed by `step`, `seq`).  An offset holds the
+jobs' states as compressed JSON (`pack`, `unpack`; `offsets_written` reads them back).  Several
+jobs share one query: the offset holds one state per job, and partition r holds reader r of every
+job.
 
 Options (strings, as Spark passes them; `flip27_options` builds and checks them): `jobs` (JSON: a
 list of {"splits": [record counts or lists of strings], "readers": n}, optionally with "bounded",
@@ -57,8 +59,10 @@ list of {"splits": [record counts or lists of strings], "readers": n}, optionall
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +82,6 @@ from pyspark.sql.streaming.datasource import (
 FORMAT = "flip27"
 SCHEMA = ("job int, reader int, split int, offset int, value string, step int, seq int, kind string, "
           "event string")
-FAILOVER_EVERY = 3  # batches (bench: 1,000 corpus schedules take 54 batches and 16 restarts)
 COLUMNS = tuple(c.split()[0] for c in SCHEMA.split(", "))
 Row = tuple[Any, ...]
 
@@ -216,7 +219,7 @@ def idle(state: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
-# One job's state in the offset: a script, one step per batch (scripted.py)
+# One job's state in the offset: a script, its steps laid out in batches (scripted.py)
 # --------------------------------------------------------------------------
 
 
@@ -228,6 +231,19 @@ def plan_step(job: dict[str, Any], steps: list[Any], state: dict[str, Any]) -> d
     after, events, failure = scripted.step(job, steps[index], state["script"], index)
     return {"script": after, "next": index + 1, "events": [e.to_dict() for e in events], "failure": failure,
             "failed_task": scripted.failed_task(job, index)}
+
+
+def plan_steps(job: dict[str, Any], steps: list[Any], state: dict[str, Any], count: int) -> dict[str, Any]:
+    """The job's next `count` steps in one batch: the state after the last, all their events in
+    order; a failure only the last may inject (scripted.layout ends a batch after one)."""
+    events: list[dict[str, Any]] = []
+    for _ in range(count):
+        after = plan_step(job, steps, state)
+        if after is None:
+            raise RuntimeError(f"the layout gives a batch more steps than the script has ({len(steps)})")
+        events += after["events"]
+        state = after
+    return {**state, "events": events}
 
 
 def parallelism(state: dict[str, Any]) -> int:
@@ -286,12 +302,15 @@ class Flip27StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.failures: dict[str, Any] = json.loads(options.get("failures", "{}"))
         self.dir = options.get("dir", "")
         self._steps: dict[int, list[Any]] = {}  # job -> its parsed script, planner side only
+        self._layout: list[dict[int, int]] | None = None  # job -> {batch: its steps}, planner side only
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_steps": {}}  # the tasks need no parsed scripts
+        """What the read tasks get: the splits (their values), not the scripts or their layout."""
+        jobs = [{k: v for k, v in job.items() if k != "steps"} for job in self.jobs]
+        return {**self.__dict__, "jobs": jobs, "_steps": {}, "_layout": None}
 
     def initialOffset(self) -> dict[str, Any]:
-        return {"batch": -1, "jobs": [initial_job_state(job) for job in self.jobs]}
+        return pack(-1, [initial_job_state(job) for job in self.jobs])
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """One poll round: at most `records_per_poll` records per reader of each job."""
@@ -300,50 +319,61 @@ class Flip27StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         pass  # the splits are fixed: everything there is, is there now
 
-    def _plan(self, j: int, state: dict[str, Any]) -> dict[str, Any] | None:
+    def _plan(self, j: int, state: dict[str, Any], batch: int) -> dict[str, Any] | None:
+        """Job j's part of batch `batch` after `state`: None when it is done, its state unchanged
+        (idle) when the layout gives it no step in this batch."""
         job = self.jobs[j]
         if "steps" not in job:
             return plan_round(job, state, self.records_per_poll)
         if j not in self._steps:
             self._steps[j] = scripted.parse_steps(job)
-        return plan_step(job, self._steps[j], state)
+        if state["next"] >= len(self._steps[j]):
+            return None
+        count = self._batches()[j].get(batch, 0)
+        if not count and batch > max(self._batches()[j], default=-1):
+            raise RuntimeError(f"job {j}: steps left after its last batch in the layout ({batch})")
+        return plan_steps(job, self._steps[j], state, count) if count else idle(state)
+
+    def _batches(self) -> list[dict[int, int]]:
+        """The scripted jobs' steps laid out in batches and query runs (scripted.layout), computed
+        once per query from the scripts (a pure function of them: a restarted query gets the same)."""
+        if self._layout is None:
+            self._layout = scripted.layout([scripted.failures(job) if "steps" in job else []
+                                            for job in self.jobs])
+        return self._layout
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        """The enumerator's step: one poll round (all rounds for ReadAllAvailable) of every job, one
-        step of every scripted job; or `start` when every job is done."""
-        batch = start["batch"] + 1
+        """The enumerator's step: one poll round (all rounds for ReadAllAvailable) of every job, the
+        steps of this batch of every scripted job (scripted.layout); or `start` when every job is
+        done."""
+        batch, states = unpack(start)
+        batch += 1
         if str(batch) in self.failures.get("enumerator", {}):
             inject_once(self.dir, f"enumerator-{batch}")  # SRC-27: the planner throws, the query fails
-        states = start["jobs"]
-        planned = [self._plan(j, s) for j, s in enumerate(states)]
+        planned = [self._plan(j, s, batch) for j, s in enumerate(states)]
         if all(p is None for p in planned):
             return start  # every reader at end of input: no batch
-        # A global failover is a query failure, which restarts every job of the query: a job whose
-        # next step is one waits (idle batches) until every job with steps left is at one, and
-        # they all fail over in that batch, together
-        at_failover = [p is not None and p.get("failure") == scripted.QUERY for p in planned]
-        fail_now = failover_now(batch, sum(at_failover), sum(p is not None for p in planned))
-        out = [idle(s) if p is None or (f and not fail_now) else p
-               for p, s, f in zip(planned, states, at_failover)]
+        out = [idle(s) if p is None else p for p, s in zip(planned, states)]
         while isinstance(limit, ReadAllAvailable):  # further rounds, their reads appended
             more = [None if "steps" in job else plan_round(job, s, self.records_per_poll)
                     for job, s in zip(self.jobs, out)]
             if all(p is None for p in more):
                 break
             out = [o if "steps" in job else _merge(o, m) for job, o, m in zip(self.jobs, out, more)]
-        if fail_now and any(at_failover):
-            # SRC-27, SRC-4, SRC-31: a global failover is a real query failure; the restarted query
-            # plans this batch again from the last committed offset
+        if any(p is not None and p.get("failure") == scripted.QUERY for p in planned):
+            # SRC-27, SRC-4, SRC-31: a global failover is a real query failure, which restarts every
+            # job of the query (the layout has all of a run's failovers in its last batch); the
+            # restarted query plans this batch again from the last committed offset
             inject_once(self.dir, f"query-{batch}")
-        return {"batch": batch, "jobs": out}
+        return pack(batch, out)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Reader r is partition r (every job's reader r); a replay gets the same ranges and events."""
-        batch = end["batch"]
-        width = max(parallelism(s) for s in end["jobs"])
+        batch, states = unpack(end)
+        width = max(parallelism(s) for s in states)
         planned = dict(self.failures.get("reader", {}).get(str(batch), {}))
         events: list[list[list[Any]]] = [[] for _ in range(width)]
-        for j, s in enumerate(end["jobs"]):
+        for j, s in enumerate(states):
             if "script" not in s:
                 continue
             if s.get("failed_task") is not None:  # SRC-20: the task hosting it really fails, once
@@ -351,7 +381,7 @@ class Flip27StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 planned[str(p)] = max(planned.get(str(p), 0), 1)
             for seq, e in enumerate(s["events"]):
                 events[e.get("reader", 0) % width].append([j, seq, e])
-        return [ReaderPartition(batch, r, _ranges(end["jobs"], r), planned.get(str(r), 0), events[r])
+        return [ReaderPartition(batch, r, _ranges(states, r), planned.get(str(r), 0), events[r])
                 for r in range(width)]
 
     def read(self, partition: InputPartition) -> Iterator[Row]:
@@ -387,10 +417,16 @@ def _ranges(states: list[dict[str, Any]], r: int) -> list[list[int]]:
             for rng in s["read"][r]]
 
 
-def failover_now(batch: int, waiting: int, live: int) -> bool:
-    """Whether the jobs at a global failover fail over in this batch: once every job with steps
-    left waits at one, and every FAILOVER_EVERY batches (fewer restarts, fewer idle batches)."""
-    return waiting > 0 and (waiting == live or batch % FAILOVER_EVERY == FAILOVER_EVERY - 1)
+def pack(batch: int, jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The offset of batch `batch`: the jobs' states as compressed JSON (about a tenth of its size:
+    Spark writes every offset to its log and passes it between the JVM and the planner)."""
+    text = json.dumps(jobs, separators=(",", ":")).encode()
+    return {"batch": batch, "jobs": base64.b64encode(zlib.compress(text, 6)).decode("ascii")}
+
+
+def unpack(offset: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    """An offset's batch id and the jobs' states (`pack`)."""
+    return offset["batch"], json.loads(zlib.decompress(base64.b64decode(offset["jobs"])))
 
 
 def event_row(job: int, seq: int, e: dict[str, Any]) -> Row:
@@ -467,5 +503,6 @@ def offsets_written(checkpoint: str) -> list[dict[str, Any]]:
     offsets = Path(checkpoint) / "offsets"
     out = []
     for p in sorted((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
-        out.append(json.loads(p.read_text().splitlines()[-1]))
+        batch, jobs = unpack(json.loads(p.read_text().splitlines()[-1]))
+        out.append({"batch": batch, "jobs": jobs})
     return out

@@ -1,13 +1,14 @@
-"""A scripted job of the FLIP-27 source: its steps given in advance, one step per micro-batch.
+"""A scripted job of the FLIP-27 source: its steps given in advance, laid out in micro-batches.
 
 The source (api.py) runs a job either by itself (poll rounds, the user's case) or by a script: the
 steps of a schedule of spec/sources.md (register, request, poll, checkpoint, barrier, complete,
-fail, fail_enumerator, rescale, end, ...), one step per micro-batch.  The script is how the
-conformance run (stream.py) and fault drills drive the source through exactly the states the
-rules are about.  The job's whole state (enumerator, tracker, registry, valve, readers with their
-two-phase-commit sinks, the pending checkpoints and the restore point) is JSON in the source's
-offset, which Spark writes to its offset log before the batch runs: Spark's checkpoint holds it,
-and a query restarted from that checkpoint continues from it.
+fail, fail_enumerator, rescale, end, ...), a few steps per micro-batch (`layout`: a batch ends
+after a step that fails a task or the query, a run of the query after a query failure).  The
+script is how the conformance run (stream.py) and fault drills drive the source through exactly
+the states the rules are about.  The job's whole state (enumerator, tracker, registry, valve,
+readers with their two-phase-commit sinks, the pending checkpoints and the restore point) is
+JSON in the source's offset, which Spark writes to its offset log before the batch runs: Spark's
+checkpoint holds it, and a query restarted from that checkpoint continues from it.
 
 `ScriptedJob.step(state, index)` is a pure function of the state before the step: the state after
 it, the step's trace events, and the real failure the step injects (`TASK`: the task of a reader
@@ -117,3 +118,57 @@ def failed_task(job_spec: dict[str, Any], index: int) -> int | None:
     return s["task"] if s["op"] == FailStep.op else None
 
 
+
+
+# --------------------------------------------------------------------------
+# The jobs' steps laid out in micro-batches and query runs
+# --------------------------------------------------------------------------
+
+
+def failures(job_spec: dict[str, Any]) -> list[str | None]:
+    """The real failure each step of the job's script injects (TASK, QUERY or None): the script
+    run once through, on the planner, only to lay its steps out in batches (`layout`)."""
+    state, out = initial_state(job_spec), []
+    for index, s in enumerate(parse_steps(job_spec)):
+        state, _, failure = step(job_spec, s, state, index)
+        out.append(TASK if failure is None and failed_task(job_spec, index) is not None else failure)
+    return out
+
+
+def segments(kinds: list[str | None]) -> list[list[int]]:
+    """A job's steps cut into batches (a batch ends after a step that fails a task or the query:
+    one real failure per job and batch), and those into segments, one per run of the query (a
+    segment ends with a query failure): each batch as its number of steps."""
+    out: list[list[int]] = [[]]
+    size = 0
+    for kind in kinds:
+        size += 1
+        if kind is not None:
+            out[-1].append(size)
+            size = 0
+            if kind == QUERY:
+                out.append([])
+    if size:
+        out[-1].append(size)
+    return out
+
+
+def layout(kinds_of_jobs: list[list[str | None]]) -> list[dict[int, int]]:
+    """For each job, batch id -> how many of its steps that micro-batch runs.
+
+    The query runs once more than the most query failures a job has: run i holds every job's
+    segment i, and lasts as many batches as the longest of them.  A segment that ends with a query
+    failure takes the run's last batches, so that every job failing over in run i does so in the
+    batch whose planning fails the query; the others start with the run and idle once done."""
+    jobs = [segments(kinds) for kinds in kinds_of_jobs]
+    runs = max((len(s) for s in jobs), default=0)
+    lengths = [max(len(s[i]) for s in jobs if i < len(s)) for i in range(runs)]
+    starts = [sum(lengths[:i]) for i in range(runs)]
+    out: list[dict[int, int]] = []
+    for segs in jobs:
+        batches: dict[int, int] = {}
+        for i, seg in enumerate(segs):
+            first = starts[i] + (lengths[i] - len(seg) if i < len(segs) - 1 else 0)
+            batches.update({first + k: n for k, n in enumerate(seg)})
+        out.append(batches)
+    return out

@@ -3,32 +3,36 @@
 `run_many(spark, schedules, root)` runs a batch of schedules of spec/sources.md through the public
 API (api.py): each schedule is one scripted job of one `Flip27Source` query (its splits, its
 readers, its steps), written by one `IdempotentSink`; all the schedules' jobs advance in the same
-micro-batches, one step per batch.  Step by step in Spark's terms:
+micro-batches.  A job's steps are laid out in batches (scripted.layout): a batch ends after a step
+that fails a task or the query (one real failure per job and batch), so a schedule without
+failures is one micro-batch and the call's query runs once more than the most global failovers
+any of its schedules has.  Step by step in Spark's terms:
 
-* every step of a job is planned by the source's driver-side planner (`latestOffset`) from the
-  job's state in the previous offset, which Spark read back from its offset log; the job's state
-  after the step, and the step's trace events, are the new offset, which Spark writes to
+* a job's steps of batch N are planned by the source's driver-side planner (`latestOffset`) from
+  the job's state in the previous offset, which Spark read back from its offset log; the job's
+  state after them, and their trace events, are the new offset, which Spark writes to
   `<checkpoint>/offsets/<N>` before batch N runs.  A `checkpoint` step's snapshots and a
   `complete`'s restore point are in that offset; micro-batch N commits (`commits/<N>`) once the
   sink has written its rows;
 * the events are rows the reader partitions yield (reader r's events in partition r, the
   coordinator's in partition 0), written by `IdempotentSink` under the batch id; the trace of a
   schedule is its job's committed rows, ordered by (step, seq);
-* a `fail` of a task (SRC-20..SRC-26, SRC-36, SRC-37) is a real task failure: the partition
-  hosting the task raises halfway through its rows, Spark drops that attempt's output and runs
-  the task again (`local[N,F]`), the retry yields the same rows;
+* a `fail` of a reader (SRC-20..SRC-26) is a real task failure: the partition hosting the reader
+  raises halfway through its rows, Spark drops that attempt's output and runs that task again,
+  alone (`local[N,F]`), the retry yielding the same rows;
 * a global failover (`fail_enumerator`, an `assign` to an unregistered reader, `rescale`:
   SRC-4, SRC-27..SRC-29, SRC-31) is a real query failure: the planner raises, the query stops, and
   it is started again from its checkpoint directory; the restarted planner plans the batch again
   from the last committed offset, where it finds the job's restore point.  A restart restarts
-  every job of the query together: a job that did not fail goes on from its state in that offset,
-  and its rows of the batches Spark replays are written again under the same batch ids (exactly
-  once, SRC-38);
+  every job of the query together: the layout puts every job's failover of a run in the run's
+  last batch, and a job that did not fail goes on from its state in that offset (exactly once,
+  SRC-38);
 * `complete N` is the schedule's own notification (SRC-17): Spark's `commit(end)` always comes
   one batch late and in order, which the schedules' late notifications are (SRC-46).
 
 Everything a schedule observes is in Spark's offset and commit logs and the sink's committed
-output: nothing is kept on the side.
+output: nothing is kept on the side.  Job graphs and region failover (SRC-35..SRC-37) are not run
+here (`STREAM_UNSUPPORTED`): Spark has no failover regions.
 """
 
 from __future__ import annotations
@@ -58,7 +62,14 @@ from flink_semantics.adapters.pyspark.sources.api import (  # noqa: F401
 from flink_semantics.spec.areas.sources import AREA
 from flink_semantics.spec.schedule import Schedule, Trace, config_to_dict, step_to_dict
 
-STREAM_UNSUPPORTED: dict[str, str] = {}
+STREAM_UNSUPPORTED: dict[str, str] = {
+    "sources.region_failover": (
+        "Spark has no failover regions (FLIP-1): a failed task is run again alone, the other tasks of its "
+        "stage keep their output, and a failed streaming query restarts all of its tasks; the Flip27 "
+        "query is one stage of reader partitions, without the job graph's other tasks and pipelined or "
+        "blocking edges, so the tasks a failure restarts (SRC-35, SRC-36) and their regional reset "
+        "(SRC-37) would be computed in Python beside Spark, not carried by it"),
+}
 QUERY_TIMEOUT_S = 1800  # a hang guard on one run of a query, never a measure of speed
 MAX_RESTARTS = 1000
 _INJECTED = re.compile(r"injected failure: (\S+)")
@@ -79,17 +90,21 @@ def run_many(spark: Any, schedules: Sequence[Schedule], root: Path) -> list[Trac
     return traces_of(rows, len(jobs))
 
 
-def run_query(spark: Any, jobs: list[dict[str, Any]], root: Path,
-              log: Any = None) -> tuple[list[dict[str, Any]], int]:
+def run_query(spark: Any, jobs: list[dict[str, Any]], root: Path, log: Any = None,
+              timing: dict[str, float] | None = None) -> tuple[list[dict[str, Any]], int]:
     """Run the jobs to the end of their scripts: the committed rows, and how many times the query
-    was restarted.  `log(message)`: each run of the query (its batches and seconds)."""
+    was restarted.  `log(message)`: each run of the query (its batches and seconds); `timing`:
+    where the time went, added to it (bench/sources.py --stream: Spark's durations of the
+    micro-batches, seconds of each query's life, queries and batches)."""
     from pyspark.errors import StreamingQueryException
 
     spark.dataSource.register(Flip27Source)
     checkpoint, out = str(root / "checkpoint"), str(root)
+    # One streaming DataFrame, started again after each failure: the source is created (in a Python
+    # worker of its own) once, the restarted query's planner reads its state from the checkpoint
+    df = spark.readStream.format(FORMAT).option("jobs", json.dumps(jobs)).option("dir", out).load()
     for restarts in range(MAX_RESTARTS):
         started = time.monotonic()
-        df = spark.readStream.format(FORMAT).option("jobs", json.dumps(jobs)).option("dir", out).load()
         query = (df.writeStream.foreachBatch(IdempotentSink(out)).option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True).start())
         try:
@@ -105,7 +120,20 @@ def run_query(spark: Any, jobs: list[dict[str, Any]], root: Path,
             if log is not None:
                 log(f"query run {restarts}: {len(query.recentProgress)} batches, "
                     f"{time.monotonic() - started:.1f} s")
+            if timing is not None:
+                add_timing(timing, query, time.monotonic() - started)
     raise RuntimeError(f"the query still failing after {MAX_RESTARTS} restarts")
+
+
+def add_timing(timing: dict[str, float], query: Any, seconds: float) -> None:
+    """Add a finished query run's figures: its seconds, and its batches' durations (Spark's
+    progress reports, in seconds; a batch whose planning failed the query reports none)."""
+    timing["query"] = timing.get("query", 0.0) + seconds
+    timing["queries"] = timing.get("queries", 0.0) + 1
+    for progress in query.recentProgress:
+        timing["batches"] = timing.get("batches", 0.0) + 1
+        for name, ms in progress.durationMs.items():
+            timing[name] = timing.get(name, 0.0) + ms / 1000
 
 
 def traces_of(rows: list[dict[str, Any]], n: int) -> list[Trace]:
