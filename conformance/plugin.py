@@ -69,6 +69,7 @@ from flink_semantics.conformance import corpus
 from flink_semantics.conformance import verdicts as V
 from flink_semantics.conformance.checker import compare, format_report, reproducer
 from flink_semantics.conformance.coverage import Tally
+from flink_semantics.conformance.isolate import isolate
 from flink_semantics.conformance.progress import Progress
 from flink_semantics.conformance.registry import BUILTIN, adapter_attribute, budget_hints, load_adapter
 from flink_semantics.reference import expected_trace
@@ -243,6 +244,7 @@ class Conformance:
         # and duplicated in them (the fault runs' tally: all but the first must stay 0)
         self.differences: dict[str, Counter[str]] = defaultdict(Counter)
         self.on_example: Callable[[], None] | None = None  # called after each example (progress)
+        self._probe_hung = False  # a run_batch hung while isolating a breaking schedule
 
     @property
     def name(self) -> str:
@@ -327,15 +329,43 @@ class Conformance:
         return list(traces)
 
     def _broken(self, job: _Job, what: str, raised: BaseException | None) -> None:
-        """End the session: the adapter cannot run schedules at all (--conformance-keep-going: go on)."""
+        """End the session: the adapter cannot run schedules at all (--conformance-keep-going: go on).
+
+        Before it ends, the schedule that breaks run_batch alone is isolated and shrunk
+        (conformance/isolate.py), and the last line printed is its reproducer, as it runs."""
         first = (what.strip().splitlines() or [what])[0]
-        again = reproducer(job.schedules[0], self.spec)
-        self.fatal = (f"conformance: adapter {self.name!r} is broken: {first} (a batch of "
-                      f"{len(job.schedules)}; its first schedule: {again}); the run stops "
-                      "(--conformance-keep-going runs on)")
+        found = isolate(job.schedules, first, self._probe)
+        lines = [f"conformance: adapter {self.name!r} is broken: {found.error} (a batch of "
+                 f"{len(job.schedules)}; {found.describe()}, {found.probes} run_batch call(s) to find it); "
+                 "the run stops (--conformance-keep-going runs on)"]
+        if found.single is not None:
+            lines.append("reproduce: " + reproducer(found.single, self.spec))
+        self.fatal = "\n".join(lines)
         if raised is not None:
             self.fatal_detail = "".join(traceback.format_exception(raised))
         pytest.exit(self.fatal, returncode=3)
+
+    def _probe(self, schedules: Sequence[Schedule]) -> str | None:
+        """One run_batch while isolating a breaking schedule: its error in one line, or None when it
+        ran them (or hung: then the isolation is over, and what it found so far is reported)."""
+        if self._probe_hung:
+            return None
+        job = self._start(schedules)
+        assert job.worker is not None
+        job.worker.join(self.deadline)
+        if job.worker.is_alive():
+            self._probe_hung = True
+            return None
+        raised, traces = job.box.get("raised"), job.box.get("traces")
+        if raised is not None:
+            first = (str(raised).strip().splitlines() or [""])[0]
+            return f"run_batch raised {type(raised).__name__}: {first}"
+        if not isinstance(traces, (list, tuple)) or len(traces) != len(schedules) \
+                or not all(isinstance(t, Trace) for t in traces):
+            got = f"{len(traces)} value(s)" if isinstance(traces, (list, tuple)) else type(traces).__name__
+            return (f"run_batch returned {got} for {len(schedules)} schedule(s); it must return one "
+                    "Trace per schedule")
+        return None
 
     def property_rules(self) -> list[str]:
         """The rules the current property checks against this adapter (those it has the needs for)."""
