@@ -23,6 +23,7 @@ a divergence concerns is the area's hint (`rules_for`) for the report.
 
 from __future__ import annotations
 
+import difflib
 import json
 import shlex
 from collections import Counter, defaultdict
@@ -328,6 +329,31 @@ def _window(events: Sequence[Event], step: int, radius: int = 1) -> list[Event]:
     return [e for e in events if step - radius <= e.step <= step + radius]
 
 
+def event_diff(expected: Sequence[Event], observed: Sequence[Event], context: int = 2) -> list[str]:
+    """Expected against observed events as a diff in the spec's notation (`@step event field=...`):
+    lines only expected marked '-', only observed '+', and runs of equal lines longer than twice
+    `context` cut to their ends."""
+    want, got = [str(e) for e in expected], [str(e) for e in observed]
+    if not want and not got:
+        return ["    (no events)"]
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=want, b=got, autojunk=False).get_opcodes():
+        if tag == "equal":
+            same = want[i1:i2]
+            if len(same) > 2 * context + 1:
+                head = same[:context] if out else []
+                tail = same[-context:] if i2 < len(want) or j2 < len(got) else []
+                out += [f"    {e}" for e in head]
+                out.append(f"    … {len(same) - len(head) - len(tail)} equal events")
+                out += [f"    {e}" for e in tail]
+            else:
+                out += [f"    {e}" for e in same]
+            continue
+        out += [f"-   {e}" for e in want[i1:i2]]
+        out += [f"+   {e}" for e in got[j1:j2]]
+    return out
+
+
 def reproducer(schedule: Schedule, adapter_spec: str) -> str:
     return (f"python -m flink_semantics.conformance check --adapter {shlex.quote(adapter_spec)} "
             f"--json {shlex.quote(schedule.to_json())}")
@@ -344,11 +370,13 @@ def format_report(schedule: Schedule, mismatch: Mismatch, *, adapter_name: str, 
     for i, s in enumerate(schedule.steps):
         mark = ">>" if i == mismatch.step else "  "
         lines.append(f"  {mark} {i:3d}: {_step_text(s)}")
-    if mismatch.step is not None and mismatch.step >= 0:
-        lines.append(f"expected events (reference), steps {max(mismatch.step - 1, 0)}..{mismatch.step + 1}:")
-        lines += [f"    {e}" for e in _window(expected.events, mismatch.step)] or ["    (none)"]
-        lines.append(f"observed events ({adapter_name}), same steps:")
-        lines += [f"    {e}" for e in _window(observed.events, mismatch.step)] or ["    (none)"]
+    at = mismatch.step
+    if at is not None and at >= 0:
+        if at < len(schedule.steps):
+            lines.append(f"first divergent step: {at} ({_step_text(schedule.steps[at])})")
+        lines.append(f"events of steps {max(at - 1, 0)}..{at + 1}, expected (reference) against observed "
+                     f"({adapter_name}): '-' expected only, '+' observed only")
+        lines += event_diff(_window(expected.events, at), _window(observed.events, at))
     else:
         lines.append("expected events (reference; FREE: any order the rules allow):")
         lines += [f"    {e}" for e in mismatch.expected] or ["    (none)"]

@@ -232,6 +232,7 @@ class Conformance:
         self.item: pytest.Item | None = None
         self.counts: Counter[str] = Counter()  # schedules checked, per property
         self.through_adapter: Counter[str] = Counter()  # of them, run through the adapter
+        self.checked_elsewhere: Counter[str] = Counter()  # of them, the adapter's traces of a fixture
         self.fatal = ""  # why the session ended: run_batch hung, or the adapter cannot run
         self.batch_size = batch_size  # schedules per run_batch the adapter prefers (spec/adapter.py)
         self.gathering: _Gathering | None = None  # while a property generates its examples
@@ -426,10 +427,20 @@ class Conformance:
         for schedule in schedules:
             self.verify(schedule, self.known[schedule])
 
-    def count(self, n: int) -> None:
-        """Count schedules a property checked without the adapter (reference-level properties)."""
+    def count(self, n: int, adapter: bool = False) -> None:
+        """Count schedules a property checked itself: without the adapter (the suite's own checks
+        of malformed schedules), or with `adapter` traces it got from a batch run outside the
+        property (spec examples, corpus cases)."""
         if self.item is not None:
             self.counts[self.item.nodeid] += n
+            if adapter:
+                self.checked_elsewhere[self.item.nodeid] += n
+
+    def shown_by_adapter(self, nodeid: str) -> bool:
+        """Whether a property's verdict says something of the adapter: False when it checked
+        schedules, none of them through the adapter (its rules get the verdict `suite only`)."""
+        return not (self.counts[nodeid] > 0 and self.through_adapter[nodeid] == 0
+                    and self.checked_elsewhere[nodeid] == 0)
 
 
 # --------------------------------------------------------------------------
@@ -504,7 +515,8 @@ class _State:
                                   list(failure.get("blamed", rules if report.failed else [])),
                                   failure.get("reproducer"), found_after=props.get("conformance_found_after"),
                                   counterexample_steps=failure.get("counterexample_steps"),
-                                  replay=bool(props.get("conformance_replay")))
+                                  replay=bool(props.get("conformance_replay")),
+                                  adapter=bool(props.get("conformance_adapter", True)))
         if result is not None and (result.outcome != V.PASSED or report.nodeid not in self.results):
             self.results[report.nodeid] = result
         if report.when == "call":  # rules the property names but cannot show with this adapter
@@ -898,6 +910,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
                                      conformance.through_adapter[item.nodeid]))
         item.user_properties.append(("conformance_coverage", conformance.tally.to_json()))
         item.user_properties.append(("conformance_areas", item_areas(item)))
+        item.user_properties.append(("conformance_adapter", conformance.shown_by_adapter(item.nodeid)))
         item.user_properties.append(("conformance_differences",
                                      dict(conformance.differences.pop(item.nodeid, Counter()))))
         conformance.tally, conformance.examples = Tally(), 0

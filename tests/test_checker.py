@@ -451,3 +451,24 @@ def test_key_groups_blames_utf16_units_only_where_a_string_key_was_hashed_otherw
         observed = Trace((*expected.events[:-1], routed.kind(routed.step, **{**fields, **change})))
         mismatch = compare(schedule, expected, observed, SCRIPTED)
         assert mismatch is not None and mismatch.rules == rules, (change, mismatch)
+
+
+
+def test_the_event_diff_marks_what_differs_and_cuts_long_equal_runs() -> None:
+    """Expected against observed in the spec's notation: '-' expected only, '+' observed only, a run
+    of equal events longer than 2 x context cut to its ends (written by hand, not by the checker)."""
+    from flink_semantics.conformance.checker import event_diff
+    from flink_semantics.spec.schedule import OUTPUT, EventKind
+
+    emit = EventKind("emit", ("value",), OUTPUT)
+    want = [emit(0, value=v) for v in range(10)] + [emit(1, value=5)]
+    got = [emit(0, value=v) for v in range(10)] + [emit(1, value=6), emit(1, value=7)]
+    assert event_diff(want, got, context=2) == [
+        "    … 8 equal events",
+        "    @0 emit value=8",
+        "    @0 emit value=9",
+        "-   @1 emit value=5",
+        "+   @1 emit value=6",
+        "+   @1 emit value=7",
+    ]
+    assert event_diff([], []) == ["    (no events)"]

@@ -61,8 +61,9 @@ def test_capacity_off_by_one_is_reported_with_rule_schedule_and_reproducer(run_s
     # The shrunk schedule: capacity 1, two records; the second one's admission is the divergence.
     assert '"capacity": 1' in out
     assert re.search(r"^  >>\s+1: record value=0 timestamp=null$", out, re.M), out
-    assert "expected events (reference)" in out and "observed events (CapacityOffByOne)" in out
-    assert "@1 invoke record=1 attempt=1" in out  # observed, not expected
+    assert "first divergent step: 1 (record value=0 timestamp=null)" in out, out
+    assert "expected (reference) against observed (CapacityOffByOne)" in out, out
+    assert re.search(r"^\+   @1 invoke record=1 attempt=1$", out, re.M), out  # observed, not expected
     # The one-line reproducer reproduces the failure.
     command = reproducer(out)
     assert command.startswith("python -m flink_semantics.conformance check "
@@ -451,6 +452,6 @@ def test_a_difference_found_in_a_gathered_job_is_shrunk_on_replay(run_suite) -> 
                        "-k", "test_ordered_mode")
     out = result.stdout.str()
     assert result.ret == 1, out
-    schedule = out.split("\nschedule:\n", 1)[1].split("\nexpected events", 1)[0]  # the first report's
+    schedule = out.split("\nschedule:\n", 1)[1].split("\nfirst divergent step", 1)[0]  # the first report's
     steps = re.findall(r"^  (?:>>|  )\s+\d+: ", schedule, re.M)
     assert 1 <= len(steps) <= 6, out  # shrunk: a handful of steps, not a generated batch
