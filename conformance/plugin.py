@@ -131,13 +131,16 @@ class ConformanceFailure(AssertionError):
 
     `rules`: the rules the divergence concerns (the report names them); `reproducer`: one line;
     `schedule`, `expected`, `observed`, `step`: the counterexample (the failing schedule, both traces
-    and the first divergent step), when the failure is a divergence."""
+    and the first divergent step), when the failure is a divergence; `possible`: rules it may
+    concern too that the evidence cannot single out (their verdict is inconclusive)."""
 
     def __init__(self, message: str, rules: Sequence[str] = (), reproducer: str | None = None, *,
                  schedule: Schedule | None = None, expected: Trace | None = None,
-                 observed: Trace | None = None, step: int | None = None, what: str | None = None):
+                 observed: Trace | None = None, step: int | None = None, what: str | None = None,
+                 possible: Sequence[str] = ()):
         super().__init__(message)
         self.rules = list(rules)
+        self.possible = [r for r in possible if r not in self.rules]  # inconclusive, not failed
         self.reproducer = reproducer
         self.schedule, self.expected, self.observed, self.step = schedule, expected, observed, step
         self.what = what  # one line: what differs
@@ -388,7 +391,8 @@ class Conformance:
                 schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
                 expected=want, observed=observed, property_rules=self.property_rules()),
                 blame(mismatch.rules, self.property_rules()), reproducer(schedule, self.spec),
-                schedule=schedule, expected=want, observed=observed, step=mismatch.step, what=mismatch.what)
+                schedule=schedule, expected=want, observed=observed, step=mismatch.step, what=mismatch.what,
+                possible=[r for r in mismatch.possible if r in self.property_rules()])
 
     def _tally_difference(self, want: Trace, observed: Trace, differs: bool) -> None:
         """Count a comparison; for a trace the checker rejects, the events the reference has that
@@ -514,6 +518,7 @@ class _State:
             result = V.ItemResult(report.nodeid, rules, outcome, int(props.get("conformance_schedules", 0)),
                                   list(failure.get("blamed", rules if report.failed else [])),
                                   failure.get("reproducer"), found_after=props.get("conformance_found_after"),
+                                  possible=list(failure.get("possible") or []),
                                   counterexample_steps=failure.get("counterexample_steps"),
                                   replay=bool(props.get("conformance_replay")),
                                   adapter=bool(props.get("conformance_adapter", True)))
@@ -942,7 +947,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         line = failure.reproducer or f"pytest {shlex.quote(item.nodeid)} --adapter {spec}"
         steps = len(failure.schedule.steps) if failure.schedule is not None else None
         report.user_properties.append(("conformance_failure", {"blamed": blamed, "reproducer": line,
-                                                               "counterexample_steps": steps}))
+                                                               "counterexample_steps": steps,
+                                                               "possible": failure.possible}))
         why = V.excused(blamed, load_rules(), state.expected_failures, state.strict)
         if why is not None:
             report.outcome = "skipped"

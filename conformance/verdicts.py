@@ -50,13 +50,14 @@ class ItemResult:
     rules: list[str]
     outcome: str  # PASSED, FAILED, UNSUPPORTED or XFAIL (a failure the level or the adapter excuses)
     schedules: int = 0
-    blamed: list[str] = field(default_factory=list)  # a failure: the rules its report names
+    blamed: list[str] = field(default_factory=list)  # a failure: the rules its report shows broken
     reproducer: str | None = None
     reason: str | None = None  # unsupported: the adapter's reason
     found_after: int | None = None  # a failure: schedules the property checked when it met the first one
     counterexample_steps: int | None = None  # a divergence: the steps of the reported schedule
     replay: bool = False  # a corpus case: it names the rules of the property that found it
     adapter: bool = True  # False: the property checks the suite's own validation, not the adapter
+    possible: list[str] = field(default_factory=list)  # a failure: rules it may break too, not singled out
 
 
 @dataclass
@@ -111,6 +112,12 @@ def verdicts(rules: Mapping[str, Rule], results: Iterable[ItemResult], areas: Se
         if failed:
             v.verdict, v.reproducer = FAILED, failed[0].reproducer
             v.reason = f"{len(failed)} of {len(items)} properties naming it failed on it"
+        elif any(rule.id in i.possible for i in stopped):
+            first = next(i for i in stopped if rule.id in i.possible)
+            name = first.nodeid.rsplit("::", 1)[-1]
+            v.verdict, v.schedules = INCONCLUSIVE, sum(i.schedules for i in passed)
+            v.reason = (f"{name} failed on {', '.join(first.blamed)}; its counterexample may break this "
+                        "rule too, but the difference does not single it out")
         elif stopped:
             first = stopped[0]
             seen = first.found_after if first.found_after is not None else first.schedules

@@ -144,3 +144,15 @@ def test_the_reason_and_reproducer_of_a_rule_do_not_depend_on_the_order_of_resul
     failures = [V.ItemResult("conformance/test_b.py::p", ["AIO-6"], V.FAILED, 1, ["AIO-6"], "b"),
                 V.ItemResult("conformance/test_a.py::p", ["AIO-6"], V.FAILED, 1, ["AIO-6"], "a")]
     assert by_id(failures)["AIO-6"].reproducer == by_id(failures[::-1])["AIO-6"].reproducer == "a"
+
+
+def test_a_rule_the_counterexample_may_break_but_does_not_single_out_is_inconclusive() -> None:
+    """A failure shown to break AIO-2, which may concern AIO-1 too (the area cannot tell): AIO-2
+    failed, AIO-1 inconclusive with that reason, never failed."""
+    results = [V.ItemResult("t::p", ["AIO-1", "AIO-2"], V.FAILED, 30, blamed=["AIO-2"], reproducer="r",
+                            found_after=4, possible=["AIO-1"])]
+    v = by_id(results)
+    assert v["AIO-2"].verdict == V.FAILED
+    assert v["AIO-1"].verdict == V.INCONCLUSIVE
+    assert v["AIO-1"].reason == ("p failed on AIO-2; its counterexample may break this rule too, but the "
+                                 "difference does not single it out")
