@@ -357,7 +357,11 @@ def test_expected_failures_pass_the_run_and_fail_it_with_strict(run_suite) -> No
     out = result.stdout.str()
     assert result.ret == 0, out
     assert "1 xfailed" in out
-    assert re.search(r"expected failure\s+admits one element too many", verdict_lines(out)["AIO-6"]), out
+    lines = verdict_lines(out)
+    assert re.search(r"expected failure\s+admits one element too many", lines["AIO-6"]), out
+    # The divergence on AIO-6 (and AIO-7, AIO-9, listed with it) did not stop the property: its
+    # other rule, AIO-8, was checked on all its schedules and passed, not left inconclusive.
+    assert re.search(r"passed\s+\d+ schedules", lines["AIO-8"]), out
     strict = run_suite(*args, "--strict")
     assert strict.ret == 1, strict.stdout.str()
 
