@@ -23,13 +23,14 @@ a divergence concerns is the area's hint (`rules_for`) for the report.
 
 from __future__ import annotations
 
+import difflib
 import json
 import shlex
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from flink_semantics.conformance.areas import hooks
+from flink_semantics.conformance.areas import Blame, hooks
 from flink_semantics.spec.adapter import FREE
 from flink_semantics.spec.area import KeyOrder, get_area
 from flink_semantics.spec.schedule import (
@@ -50,11 +51,12 @@ class Mismatch:
     """How an observed trace departs from the expected one."""
 
     what: str  # one line: what differs
-    rules: tuple[str, ...]  # the rules the divergence concerns
+    rules: tuple[str, ...]  # the rules the divergence concerns (shows broken, where the area can tell)
     step: int | None = None  # the first diverging step (None when steps are not compared)
     expected: list[Event] = field(default_factory=list)  # expected events around the divergence
     observed: list[Event] = field(default_factory=list)  # observed events around the divergence
     position: int | None = None  # FREE: index of the first bad event in `observed`
+    possible: tuple[str, ...] = ()  # rules it may concern too, that the evidence cannot single out
 
 
 # --------------------------------------------------------------------------
@@ -201,26 +203,30 @@ def compare_scripted(schedule: Schedule, expected: Trace, observed: Trace) -> Mi
             continue
         pair = a[i:i + 1] + b[i:i + 1]
         kinds = {e.event for _, events in pair for e in events}
-        return Mismatch(f"step {step}: {pair[0][0]} differ (group {i} of the step)",
-                        _rules_of_difference(schedule, step, a[i:i + 1], b[i:i + 1], kinds), step=step,
-                        expected=exp.get(step, []), observed=obs.get(step, []))
+        told = _rules_of_difference(schedule, step, a[i:i + 1], b[i:i + 1], kinds)
+        broken = told.broken or told.possible  # nothing singled out: every rule it may concern
+        return Mismatch(f"step {step}: {pair[0][0]} differ (group {i} of the step)", broken, step=step,
+                        expected=exp.get(step, []), observed=obs.get(step, []),
+                        possible=tuple(r for r in told.possible if r not in broken))
     return None
 
 
 def _rules_of_difference(schedule: Schedule, step: int, a: Sequence[Group], b: Sequence[Group],
-                         kinds: set[str]) -> tuple[str, ...]:
+                         kinds: set[str]) -> Blame:
     """The rules a difference between two groups of a step concerns: the area's `rules_for_events`
     hook where it has one and it names rules (it sees the events, so it can tell which field
-    differs), else `rules_for` on the event kinds."""
+    differs, and which rule that shows broken: a `Blame`), else `rules_for` on the event kinds."""
     area = hooks(schedule.area)
     narrow = getattr(area, "rules_for_events", None)
     if narrow is not None:
         expected = [e for _, events in a for e in events]
         observed = [e for _, events in b for e in events]
         rules = narrow(schedule, step, expected, observed)
-        if rules:
-            return tuple(rules)
-    return tuple(area.rules_for(schedule, sorted(kinds)))
+        if isinstance(rules, Blame) and (rules.broken or rules.possible):
+            return rules
+        if rules and not isinstance(rules, Blame):
+            return Blame(tuple(rules))
+    return Blame(tuple(area.rules_for(schedule, sorted(kinds))))
 
 
 # --------------------------------------------------------------------------
@@ -328,6 +334,31 @@ def _window(events: Sequence[Event], step: int, radius: int = 1) -> list[Event]:
     return [e for e in events if step - radius <= e.step <= step + radius]
 
 
+def event_diff(expected: Sequence[Event], observed: Sequence[Event], context: int = 2) -> list[str]:
+    """Expected against observed events as a diff in the spec's notation (`@step event field=...`):
+    lines only expected marked '-', only observed '+', and runs of equal lines longer than twice
+    `context` cut to their ends."""
+    want, got = [str(e) for e in expected], [str(e) for e in observed]
+    if not want and not got:
+        return ["    (no events)"]
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=want, b=got, autojunk=False).get_opcodes():
+        if tag == "equal":
+            same = want[i1:i2]
+            if len(same) > 2 * context + 1:
+                head = same[:context] if out else []
+                tail = same[-context:] if i2 < len(want) or j2 < len(got) else []
+                out += [f"    {e}" for e in head]
+                out.append(f"    … {len(same) - len(head) - len(tail)} equal events")
+                out += [f"    {e}" for e in tail]
+            else:
+                out += [f"    {e}" for e in same]
+            continue
+        out += [f"-   {e}" for e in want[i1:i2]]
+        out += [f"+   {e}" for e in got[j1:j2]]
+    return out
+
+
 def reproducer(schedule: Schedule, adapter_spec: str) -> str:
     return (f"python -m flink_semantics.conformance check --adapter {shlex.quote(adapter_spec)} "
             f"--json {shlex.quote(schedule.to_json())}")
@@ -336,19 +367,22 @@ def reproducer(schedule: Schedule, adapter_spec: str) -> str:
 def format_report(schedule: Schedule, mismatch: Mismatch, *, adapter_name: str, adapter_spec: str,
                   expected: Trace, observed: Trace, property_rules: Sequence[str] = ()) -> str:
     rules = ", ".join(mismatch.rules) or "the trace format of spec/schedules.md"
+    maybe = [r for r in mismatch.possible if not property_rules or r in property_rules]
     lines = [f"adapter {adapter_name!r} does not conform: {mismatch.what}",
-             f"rules: {rules}" + (f" (the property checks {', '.join(property_rules)})" if property_rules
-                                  else ""),
+             f"rules: {rules}" + (f" (may concern too, not singled out: {', '.join(maybe)})" if maybe else "")
+             + (f" (the property checks {', '.join(property_rules)})" if property_rules else ""),
              f"config: {json.dumps(config_to_dict(schedule.config))}",
              "schedule:"]
     for i, s in enumerate(schedule.steps):
         mark = ">>" if i == mismatch.step else "  "
         lines.append(f"  {mark} {i:3d}: {_step_text(s)}")
-    if mismatch.step is not None and mismatch.step >= 0:
-        lines.append(f"expected events (reference), steps {max(mismatch.step - 1, 0)}..{mismatch.step + 1}:")
-        lines += [f"    {e}" for e in _window(expected.events, mismatch.step)] or ["    (none)"]
-        lines.append(f"observed events ({adapter_name}), same steps:")
-        lines += [f"    {e}" for e in _window(observed.events, mismatch.step)] or ["    (none)"]
+    at = mismatch.step
+    if at is not None and at >= 0:
+        if at < len(schedule.steps):
+            lines.append(f"first divergent step: {at} ({_step_text(schedule.steps[at])})")
+        lines.append(f"events of steps {max(at - 1, 0)}..{at + 1}, expected (reference) against observed "
+                     f"({adapter_name}): '-' expected only, '+' observed only")
+        lines += event_diff(_window(expected.events, at), _window(observed.events, at))
     else:
         lines.append("expected events (reference; FREE: any order the rules allow):")
         lines += [f"    {e}" for e in mismatch.expected] or ["    (none)"]

@@ -45,6 +45,7 @@ from flink_semantics.conformance.verdicts import (
     NOT_RUN,
     PASSED,
     STALE,
+    SUITE_ONLY,
     UNSUPPORTED,
     UNTESTED,
     VOCABULARY,
@@ -56,7 +57,7 @@ from flink_semantics.spec.rules import load_rules
 START, END = "<!-- matrix:start -->", "<!-- matrix:end -->"
 ABSENT = "area not run"  # the cell of an adapter whose report does not cover the rule's area
 MISSING = "not in report"  # its report covers the area but does not list the rule (an older report)
-VERDICTS = (PASSED, FAILED, XFAIL, STALE, UNSUPPORTED, UNTESTED, INCONCLUSIVE, NOT_RUN)
+VERDICTS = (PASSED, FAILED, XFAIL, STALE, UNSUPPORTED, UNTESTED, INCONCLUSIVE, SUITE_ONLY, NOT_RUN)
 KINDS = (*VERDICTS, MISSING, ABSENT)  # every kind of cell, in the order the summaries count them
 DEFAULT_REASON = {NOT_RUN: "no property naming it ran (deselected, or the run stopped early)",
                   MISSING: "the report lists no verdict for this rule", ABSENT: "area not run"}
@@ -197,7 +198,7 @@ def _rule_key(rule_id: str) -> tuple[str, int, str]:
 
 # When one adapter's runs of different areas meet in one column, the vocabulary's rules (which
 # every run checks) take the most telling verdict: a failure before a pass, a pass before not run.
-_TELLING = (FAILED, STALE, INCONCLUSIVE, XFAIL, UNSUPPORTED, PASSED, UNTESTED, NOT_RUN)
+_TELLING = (FAILED, STALE, INCONCLUSIVE, XFAIL, UNSUPPORTED, PASSED, SUITE_ONLY, UNTESTED, NOT_RUN)
 
 
 def merge_runs(reports: Sequence[Report]) -> list[Report]:

@@ -69,6 +69,7 @@ from flink_semantics.conformance import corpus
 from flink_semantics.conformance import verdicts as V
 from flink_semantics.conformance.checker import compare, format_report, reproducer
 from flink_semantics.conformance.coverage import Tally
+from flink_semantics.conformance.isolate import isolate
 from flink_semantics.conformance.progress import Progress
 from flink_semantics.conformance.registry import BUILTIN, adapter_attribute, budget_hints, load_adapter
 from flink_semantics.reference import expected_trace
@@ -130,13 +131,16 @@ class ConformanceFailure(AssertionError):
 
     `rules`: the rules the divergence concerns (the report names them); `reproducer`: one line;
     `schedule`, `expected`, `observed`, `step`: the counterexample (the failing schedule, both traces
-    and the first divergent step), when the failure is a divergence."""
+    and the first divergent step), when the failure is a divergence; `possible`: rules it may
+    concern too that the evidence cannot single out (their verdict is inconclusive)."""
 
     def __init__(self, message: str, rules: Sequence[str] = (), reproducer: str | None = None, *,
                  schedule: Schedule | None = None, expected: Trace | None = None,
-                 observed: Trace | None = None, step: int | None = None, what: str | None = None):
+                 observed: Trace | None = None, step: int | None = None, what: str | None = None,
+                 possible: Sequence[str] = ()):
         super().__init__(message)
         self.rules = list(rules)
+        self.possible = [r for r in possible if r not in self.rules]  # inconclusive, not failed
         self.reproducer = reproducer
         self.schedule, self.expected, self.observed, self.step = schedule, expected, observed, step
         self.what = what  # one line: what differs
@@ -231,6 +235,7 @@ class Conformance:
         self.item: pytest.Item | None = None
         self.counts: Counter[str] = Counter()  # schedules checked, per property
         self.through_adapter: Counter[str] = Counter()  # of them, run through the adapter
+        self.checked_elsewhere: Counter[str] = Counter()  # of them, the adapter's traces of a fixture
         self.fatal = ""  # why the session ended: run_batch hung, or the adapter cannot run
         self.batch_size = batch_size  # schedules per run_batch the adapter prefers (spec/adapter.py)
         self.gathering: _Gathering | None = None  # while a property generates its examples
@@ -243,6 +248,12 @@ class Conformance:
         # and duplicated in them (the fault runs' tally: all but the first must stay 0)
         self.differences: dict[str, Counter[str]] = defaultdict(Counter)
         self.on_example: Callable[[], None] | None = None  # called after each example (progress)
+        self._probe_hung = False  # a run_batch hung while isolating a breaking schedule
+        # The adapter's expected failures (set by the plugin) and, per property, the first
+        # divergence on them only: recorded, and the property searches on for its other rules.
+        self.expected_failures: Mapping[str, str] = {}
+        self.strict = False
+        self.known_divergences: dict[str, dict[str, Any]] = {}
 
     @property
     def name(self) -> str:
@@ -327,15 +338,43 @@ class Conformance:
         return list(traces)
 
     def _broken(self, job: _Job, what: str, raised: BaseException | None) -> None:
-        """End the session: the adapter cannot run schedules at all (--conformance-keep-going: go on)."""
+        """End the session: the adapter cannot run schedules at all (--conformance-keep-going: go on).
+
+        Before it ends, the schedule that breaks run_batch alone is isolated and shrunk
+        (conformance/isolate.py), and the last line printed is its reproducer, as it runs."""
         first = (what.strip().splitlines() or [what])[0]
-        again = reproducer(job.schedules[0], self.spec)
-        self.fatal = (f"conformance: adapter {self.name!r} is broken: {first} (a batch of "
-                      f"{len(job.schedules)}; its first schedule: {again}); the run stops "
-                      "(--conformance-keep-going runs on)")
+        found = isolate(job.schedules, first, self._probe)
+        lines = [f"conformance: adapter {self.name!r} is broken: {found.error} (a batch of "
+                 f"{len(job.schedules)}; {found.describe()}, {found.probes} run_batch call(s) to find it); "
+                 "the run stops (--conformance-keep-going runs on)"]
+        if found.single is not None:
+            lines.append("reproduce: " + reproducer(found.single, self.spec))
+        self.fatal = "\n".join(lines)
         if raised is not None:
             self.fatal_detail = "".join(traceback.format_exception(raised))
         pytest.exit(self.fatal, returncode=3)
+
+    def _probe(self, schedules: Sequence[Schedule]) -> str | None:
+        """One run_batch while isolating a breaking schedule: its error in one line, or None when it
+        ran them (or hung: then the isolation is over, and what it found so far is reported)."""
+        if self._probe_hung:
+            return None
+        job = self._start(schedules)
+        assert job.worker is not None
+        job.worker.join(self.deadline)
+        if job.worker.is_alive():
+            self._probe_hung = True
+            return None
+        raised, traces = job.box.get("raised"), job.box.get("traces")
+        if raised is not None:
+            first = (str(raised).strip().splitlines() or [""])[0]
+            return f"run_batch raised {type(raised).__name__}: {first}"
+        if not isinstance(traces, (list, tuple)) or len(traces) != len(schedules) \
+                or not all(isinstance(t, Trace) for t in traces):
+            got = f"{len(traces)} value(s)" if isinstance(traces, (list, tuple)) else type(traces).__name__
+            return (f"run_batch returned {got} for {len(schedules)} schedule(s); it must return one "
+                    "Trace per schedule")
+        return None
 
     def property_rules(self) -> list[str]:
         """The rules the current property checks against this adapter (those it has the needs for)."""
@@ -351,13 +390,27 @@ class Conformance:
         mismatch = compare(schedule, want, observed, self.completion_order(schedule.area))
         self._tally_difference(want, observed, mismatch is not None)
         if mismatch is not None:
+            blamed = blame(mismatch.rules, self.property_rules())
+            if self.item is not None and self._expected(blamed):
+                # The adapter lists these rules as expected failures: the first such divergence is
+                # recorded (its verdict), and the property's search goes on for its other rules.
+                nodeid = self.item.nodeid
+                self.known_divergences.setdefault(nodeid, {
+                    "blamed": blamed, "reproducer": reproducer(schedule, self.spec),
+                    "counterexample_steps": len(schedule.steps), "found_after": self.counts[nodeid]})
+                return
             if self.item is not None:
                 self.found_after.setdefault(self.item.nodeid, self.counts[self.item.nodeid])
             raise ConformanceFailure(format_report(
                 schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
                 expected=want, observed=observed, property_rules=self.property_rules()),
                 blame(mismatch.rules, self.property_rules()), reproducer(schedule, self.spec),
-                schedule=schedule, expected=want, observed=observed, step=mismatch.step, what=mismatch.what)
+                schedule=schedule, expected=want, observed=observed, step=mismatch.step, what=mismatch.what,
+                possible=[r for r in mismatch.possible if r in self.property_rules()])
+
+    def _expected(self, blamed: Sequence[str]) -> bool:
+        """A divergence on the adapter's expected failures only (and not --strict)."""
+        return not self.strict and bool(blamed) and all(r in self.expected_failures for r in blamed)
 
     def _tally_difference(self, want: Trace, observed: Trace, differs: bool) -> None:
         """Count a comparison; for a trace the checker rejects, the events the reference has that
@@ -396,10 +449,20 @@ class Conformance:
         for schedule in schedules:
             self.verify(schedule, self.known[schedule])
 
-    def count(self, n: int) -> None:
-        """Count schedules a property checked without the adapter (reference-level properties)."""
+    def count(self, n: int, adapter: bool = False) -> None:
+        """Count schedules a property checked itself: without the adapter (the suite's own checks
+        of malformed schedules), or with `adapter` traces it got from a batch run outside the
+        property (spec examples, corpus cases)."""
         if self.item is not None:
             self.counts[self.item.nodeid] += n
+            if adapter:
+                self.checked_elsewhere[self.item.nodeid] += n
+
+    def shown_by_adapter(self, nodeid: str) -> bool:
+        """Whether a property's verdict says something of the adapter: False when it checked
+        schedules, none of them through the adapter (its rules get the verdict `suite only`)."""
+        return not (self.counts[nodeid] > 0 and self.through_adapter[nodeid] == 0
+                    and self.checked_elsewhere[nodeid] == 0)
 
 
 # --------------------------------------------------------------------------
@@ -473,8 +536,20 @@ class _State:
             result = V.ItemResult(report.nodeid, rules, outcome, int(props.get("conformance_schedules", 0)),
                                   list(failure.get("blamed", rules if report.failed else [])),
                                   failure.get("reproducer"), found_after=props.get("conformance_found_after"),
+                                  possible=list(failure.get("possible") or []),
                                   counterexample_steps=failure.get("counterexample_steps"),
-                                  replay=bool(props.get("conformance_replay")))
+                                  replay=bool(props.get("conformance_replay")),
+                                  adapter=bool(props.get("conformance_adapter", True)))
+        known = props.get("conformance_known") if report.when == "call" else None
+        if known and result is not None:
+            # Two results: the property's rules but the known ones, passed on all its schedules,
+            # and the expected failure on the rules it diverged on.
+            blamed = list(known["blamed"])
+            result.rules = [r for r in rules if r not in blamed]
+            self.results[f"{report.nodeid} [expected failure]"] = V.ItemResult(
+                report.nodeid, blamed, V.XFAIL, result.schedules, blamed, known.get("reproducer"),
+                found_after=known.get("found_after"), counterexample_steps=known.get("counterexample_steps"),
+                adapter=result.adapter)
         if result is not None and (result.outcome != V.PASSED or report.nodeid not in self.results):
             self.results[report.nodeid] = result
         if report.when == "call":  # rules the property names but cannot show with this adapter
@@ -751,6 +826,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         pytest.exit(f"bad adapter {state.spec!r}", returncode=4)
     state.conformance = Conformance(adapter, state.spec, state.deadline, state.batch_size,
                                     keep_going=session.config.getoption("conformance_keep_going"))
+    state.conformance.expected_failures, state.conformance.strict = state.expected_failures, state.strict
     state.run = run_facts(state, adapter)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:  # before the engine starts: a CI log shows what runs at once
@@ -868,6 +944,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
                                      conformance.through_adapter[item.nodeid]))
         item.user_properties.append(("conformance_coverage", conformance.tally.to_json()))
         item.user_properties.append(("conformance_areas", item_areas(item)))
+        item.user_properties.append(("conformance_adapter", conformance.shown_by_adapter(item.nodeid)))
         item.user_properties.append(("conformance_differences",
                                      dict(conformance.differences.pop(item.nodeid, Counter()))))
         conformance.tally, conformance.examples = Tally(), 0
@@ -892,6 +969,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         saved = [f"counterexample not saved: the adapter lists {', '.join(blamed)} as expected failures"] \
             if known else save_counterexample(state, item, exc)
         report.longrepr = "\n".join([str(exc), *saved, *notes])
+    known = state.conformance.known_divergences.pop(item.nodeid, None) \
+        if state.conformance is not None and call.when == "call" else None
+    if known is not None and report.passed:
+        # The property ran in full; its one divergence was on the adapter's expected failures.
+        report.user_properties.append(("conformance_known", known))
+        report.outcome = "skipped"
+        report.wasxfail = (f"{', '.join(known['blamed'])}: the adapter's expected failure(s); the "
+                           "property's other rules were checked on all its schedules")
     if report.failed and call.when == "call" and state.conformance is not None \
             and "conformance" in getattr(item, "fixturenames", ()):
         # Which rules failed, and whether the level or the adapter's expected failures excuse it.
@@ -899,7 +984,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         line = failure.reproducer or f"pytest {shlex.quote(item.nodeid)} --adapter {spec}"
         steps = len(failure.schedule.steps) if failure.schedule is not None else None
         report.user_properties.append(("conformance_failure", {"blamed": blamed, "reproducer": line,
-                                                               "counterexample_steps": steps}))
+                                                               "counterexample_steps": steps,
+                                                               "possible": failure.possible}))
         why = V.excused(blamed, load_rules(), state.expected_failures, state.strict)
         if why is not None:
             report.outcome = "skipped"

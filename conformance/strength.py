@@ -141,6 +141,7 @@ class Result:
     shrunk_blamed: list[str] | None = None  # ... and its shrunk report, in a shrinking run of its own
     expected: str | None = None  # the expected property's outcome, and the rules it named if it failed
     rule_verdict: str | None = None  # the broken rule's verdict in the suite run
+    failed_rules: list[str] = field(default_factory=list)  # every rule the verdict table gives 'failed'
     catches: list[Catch] = field(default_factory=list)
     passed: int = 0
     unsupported: int = 0
@@ -230,6 +231,8 @@ def judge(entry: Entry, report: dict[str, Any] | None, shrunk: dict[str, Any] | 
     result.unsupported = sum(p.get("outcome") == UNSUPPORTED for p in props)
     result.rule_verdict = next((r.get("verdict") for r in report.get("rules", []) if r.get("id") == m.rule),
                                None)
+    result.failed_rules = sorted((str(r.get("id")) for r in report.get("rules", [])
+                                  if r.get("verdict") in (FAILED, XFAIL)), key=_rule_order)
     result.catches = catches(report)
     if shrunk is not None:
         again = {c.prop: c for c in catches(shrunk)}
@@ -382,7 +385,16 @@ def describe(r: Result) -> str:
         line += f"; not shrunk: {r.shrink_error}"
     if r.rule_verdict is not None and r.rule_verdict not in (FAILED, XFAIL):
         line += f"; the verdict table gives {r.rule} {r.rule_verdict!r}"
+    others = [f for f in r.failed_rules if f != r.rule]
+    if r.status in DETECTED and others:
+        line += f"; blamed too: {', '.join(others)} (the verdict table fails rules the mutant follows)"
     return head + line
+
+
+def exactly_blamed(r: Result) -> bool:
+    """The verdict table fails the mutant's broken rule and no other (issue 32: blame the rule that
+    broke, not every rule the failing property names)."""
+    return r.failed_rules == [r.rule]
 
 
 def _area_order(area: str) -> int:
@@ -402,6 +414,7 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
         return {"mutants": len(rs), "caught": len(detected),
                 "rule_named": sum(r.status in NAMED for r in rs),
                 "verdict_failed": sum(r.rule_verdict in (FAILED, XFAIL) for r in rs),
+                "exactly_blamed": sum(exactly_blamed(r) for r in rs),
                 "median_schedules": _median(r.found_after for r in detected),
                 "median_steps": _median(r.steps for r in detected),
                 "by": [{"mutant": r.name, "outcome": r.status, "property": r.by} for r in rs],
@@ -436,7 +449,9 @@ def _mutant_cell(by: Sequence[dict[str, Any]]) -> str:
 def rate_line(s: dict[str, Any]) -> str:
     t, c = s["total"], s["counts"]
     line = (f"catch rate: {t['caught']}/{t['mutants']} mutants caught ({100 * s['catch_rate']:.0f}%), "
-            f"the broken rule named for {t['rule_named']} (its verdict 'failed' for {t['verdict_failed']}); "
+            f"the broken rule named for {t['rule_named']} (its verdict 'failed' for {t['verdict_failed']}; "
+            f"exactly it and no other rule failed for {t['exactly_blamed']}, "
+            f"{100 * t['exactly_blamed'] / max(t['mutants'], 1):.0f}%); "
             f"{c[CAUGHT]} by the expected property, "
             f"{c[ELSEWHERE]} elsewhere, {c[WRONG_RULE]} on a wrong rule only, {c[ESCAPED]} escaped")
     return line + (f", {c[ERROR]} runs failed" if c[ERROR] else "")

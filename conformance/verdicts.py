@@ -3,7 +3,10 @@
 Every property and every spec example names the rules it checks (`@pytest.mark.rule`).  After a
 run, each rule of the areas run (and of the schedule vocabulary) gets one verdict:
 
-* `passed`: a property naming it passed, with how many schedules those properties ran;
+* `passed`: a property naming it passed through the adapter, with how many schedules those
+  properties ran;
+* `suite only`: the properties naming it passed but never call the adapter (they check the suite's
+  own validation: malformed schedules refused by the reference), counted apart from `passed`;
 * `failed`: a property failed on it (the failure report names it), with a one-line reproducer;
 * `expected failure`: it failed and the adapter lists it as an expected failure, with the reason;
 * `stale`: the adapter lists it as an expected failure, but it passed;
@@ -11,7 +14,9 @@ run, each rule of the areas run (and of the schedule vocabulary) gets one verdic
   cases naming it count only when they fail on it (a case names all the rules of the property that
   found it);
 * `untested`: the spec marks it Untested and no property names it (the spec's reason);
-* `inconclusive`: the properties naming it failed on other rules before showing anything of it;
+* `inconclusive`: a property naming it stopped on another rule's failure (its search for a
+  counterexample of this rule ended there), with the schedules it had checked then and those of
+  the properties naming it that passed;
 * `not run`: no property naming it ran (deselected, or the run stopped early).
 
 Levels matter: a failing SHOULD or MAY rule, or an expected failure, fails the run only with
@@ -33,6 +38,7 @@ from flink_semantics.spec.rules import Rule
 
 PASSED, FAILED, XFAIL, STALE = "passed", "failed", "expected failure", "stale"
 UNSUPPORTED, UNTESTED, INCONCLUSIVE, NOT_RUN = "unsupported", "untested", "inconclusive", "not run"
+SUITE_ONLY = "suite only"
 VOCABULARY = "schedules"  # the `area` of the rules of spec/schedules.md
 
 
@@ -44,12 +50,14 @@ class ItemResult:
     rules: list[str]
     outcome: str  # PASSED, FAILED, UNSUPPORTED or XFAIL (a failure the level or the adapter excuses)
     schedules: int = 0
-    blamed: list[str] = field(default_factory=list)  # a failure: the rules its report names
+    blamed: list[str] = field(default_factory=list)  # a failure: the rules its report shows broken
     reproducer: str | None = None
     reason: str | None = None  # unsupported: the adapter's reason
     found_after: int | None = None  # a failure: schedules the property checked when it met the first one
     counterexample_steps: int | None = None  # a divergence: the steps of the reported schedule
     replay: bool = False  # a corpus case: it names the rules of the property that found it
+    adapter: bool = True  # False: the property checks the suite's own validation, not the adapter
+    possible: list[str] = field(default_factory=list)  # a failure: rules it may break too, not singled out
 
 
 @dataclass
@@ -95,16 +103,38 @@ def verdicts(rules: Mapping[str, Rule], results: Iterable[ItemResult], areas: Se
             # A corpus case names every rule of the property that found it: passing it, or failing
             # it on other rules, shows nothing of a rule whose own properties the adapter cannot run.
             items, passed, unsupported = own, [], own
+        # A property that stopped on another rule's failure (not a corpus case, which names every
+        # rule of the property that found it) showed this rule only on the schedules before it.
+        stopped = [i for i in items if i.outcome in (FAILED, XFAIL) and rule.id not in i.blamed
+                   and not i.replay]
+        suite_only = [i for i in passed if not i.adapter]
+        passed = [i for i in passed if i.adapter]
         if failed:
             v.verdict, v.reproducer = FAILED, failed[0].reproducer
             v.reason = f"{len(failed)} of {len(items)} properties naming it failed on it"
+        elif any(rule.id in i.possible for i in stopped):
+            first = next(i for i in stopped if rule.id in i.possible)
+            name = first.nodeid.rsplit("::", 1)[-1]
+            v.verdict, v.schedules = INCONCLUSIVE, sum(i.schedules for i in passed)
+            v.reason = (f"{name} failed on {', '.join(first.blamed)}; its counterexample may break this "
+                        "rule too, but the difference does not single it out")
+        elif stopped:
+            first = stopped[0]
+            seen = first.found_after if first.found_after is not None else first.schedules
+            others = sum(i.schedules for i in passed)
+            v.verdict, v.schedules = INCONCLUSIVE, seen + others
+            name, on = first.nodeid.rsplit("::", 1)[-1], ", ".join(first.blamed) or "an error"
+            v.reason = (f"{name} stopped on {on} after {seen} schedules"
+                        + (f"; {others} schedules of its other properties passed" if passed else ""))
         elif passed:
             v.verdict, v.schedules = PASSED, sum(i.schedules for i in passed)
-        elif items and len(unsupported) == len(items):
+        elif unsupported and len(unsupported) + len(suite_only) == len(items):
+            # the adapter could run none of its properties (a suite-only check beside them says
+            # nothing of the adapter)
             v.verdict, v.reason = UNSUPPORTED, unsupported[0].reason
-        elif items and all(i.outcome in (FAILED, XFAIL, UNSUPPORTED) for i in items):
-            others = sorted({b for i in items for b in i.blamed})
-            v.verdict, v.reason = INCONCLUSIVE, f"its properties failed on {', '.join(others)} first"
+        elif suite_only:
+            v.verdict, v.schedules = SUITE_ONLY, sum(i.schedules for i in suite_only)
+            v.reason = "checked by the suite without the adapter (the reference refuses malformed schedules)"
         elif not items and rule.untested:
             v.verdict, v.reason = UNTESTED, rule.untested
         if rule.id in expected_failures:
@@ -153,8 +183,9 @@ def table(vs: Sequence[Verdict], width: int = 90) -> list[str]:
     """The terminal table: rule, level, verdict, detail (a reason cut to `width`)."""
     lines = [f"{'rule':<9} {'level':<6} {'verdict':<16} detail"]
     for v in vs:
-        if v.verdict == PASSED:
-            detail = f"{v.schedules} schedules"
+        if v.verdict in (PASSED, SUITE_ONLY):
+            own = " (the suite's own check)" if v.verdict == SUITE_ONLY else ""
+            detail = f"{v.schedules} schedules{own}"
         elif v.verdict == FAILED:
             detail = f"reproduce: {v.reproducer}" if v.reproducer else (v.reason or "")
         else:

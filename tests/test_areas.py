@@ -47,7 +47,7 @@ SHARED = [ROOT / p for p in (
     "conformance/__init__.py",
     "conformance/__main__.py", "conformance/cli.py", "conformance/rules.py",
     "conformance/areas/__init__.py", "conformance/checker.py", "conformance/conftest.py",
-    "conformance/examples.py", "conformance/plugin.py", "conformance/registry.py",
+    "conformance/examples.py", "conformance/isolate.py", "conformance/plugin.py", "conformance/registry.py",
     "conformance/strategies.py", "conformance/test_spec_examples.py", "conformance/verdicts.py",
     "conformance/draw.py", "conformance/matrix.py", "conformance/strength.py", "conformance/corpus.py",
     "conformance/progress.py", "conformance/coverage.py", "conformance/test_corpus.py",

@@ -395,6 +395,25 @@ def test_scripted_frees_key_order_only_between_markers_and_inside_a_step(bundles
     assert compare(_bundle_schedule(), expected, missing, SCRIPTED) is not None
 
 
+def test_a_hook_that_singles_out_a_rule_leaves_the_others_possible(bundles: Area,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `rules_for_events` hook returning Blame(broken, possible): the mismatch's rules are the
+    broken ones and the others possible (their verdict inconclusive); a Blame singling out none
+    blames all it may concern."""
+    from flink_semantics.conformance.areas import Blame
+
+    expected = _trace((1, "out", "a", 1))
+    observed = _trace((1, "out", "a", 2))
+    for told, rules, possible in ((Blame(("BU-2",), ("BU-3", "BU-2")), ("BU-2",), ("BU-3",)),
+                                  (Blame((), ("BU-3", "BU-4")), ("BU-3", "BU-4"), ()),
+                                  (("BU-5",), ("BU-5",), ())):
+        monkeypatch.setitem(sys.modules, "flink_semantics.conformance.areas.bundles", types.SimpleNamespace(
+            rules_for=lambda schedule, kinds: ("BU-1",), rules_for_events=lambda *a, told=told: told))
+        hooks.cache_clear()
+        m = compare(_bundle_schedule(), expected, observed, SCRIPTED)
+        assert m is not None and (m.rules, m.possible) == (rules, possible), told
+
+
 def test_key_groups_blames_routing_not_the_restore_for_a_key_on_another_subtask() -> None:
     """After a restore, a key routed to another subtask is a routing difference (KG-6) only: restored
     state does not move a key; the same key on the right subtask with another sum concerns the
@@ -451,3 +470,24 @@ def test_key_groups_blames_utf16_units_only_where_a_string_key_was_hashed_otherw
         observed = Trace((*expected.events[:-1], routed.kind(routed.step, **{**fields, **change})))
         mismatch = compare(schedule, expected, observed, SCRIPTED)
         assert mismatch is not None and mismatch.rules == rules, (change, mismatch)
+
+
+
+def test_the_event_diff_marks_what_differs_and_cuts_long_equal_runs() -> None:
+    """Expected against observed in the spec's notation: '-' expected only, '+' observed only, a run
+    of equal events longer than 2 x context cut to its ends (written by hand, not by the checker)."""
+    from flink_semantics.conformance.checker import event_diff
+    from flink_semantics.spec.schedule import OUTPUT, EventKind
+
+    emit = EventKind("emit", ("value",), OUTPUT)
+    want = [emit(0, value=v) for v in range(10)] + [emit(1, value=5)]
+    got = [emit(0, value=v) for v in range(10)] + [emit(1, value=6), emit(1, value=7)]
+    assert event_diff(want, got, context=2) == [
+        "    … 8 equal events",
+        "    @0 emit value=8",
+        "    @0 emit value=9",
+        "-   @1 emit value=5",
+        "+   @1 emit value=6",
+        "+   @1 emit value=7",
+    ]
+    assert event_diff([], []) == ["    (no events)"]

@@ -143,8 +143,24 @@ def test_summary_per_area_and_per_rule() -> None:
     assert (src22["median_schedules"], src22["median_steps"]) == (20, 6)
     assert s["total"]["caught"] == 4 and s["catch_rate"] == pytest.approx(0.8)
     assert S.rate_line(s).startswith("catch rate: 4/5 mutants caught (80%), the broken rule named for 4 "
-                                     "(its verdict 'failed' for 0); ")
+                                     "(its verdict 'failed' for 0; exactly it and no other rule failed "
+                                     "for 0, 0%); ")
     assert "1 escaped" in S.rate_line(s)
+
+
+def test_exact_blame_is_its_rule_failed_and_no_other() -> None:
+    """A mutant breaking KG-21 whose verdict table fails KG-17..KG-21 is caught but not exactly
+    blamed (issue 32's rotation bug); with KG-21 alone failed it is."""
+    def judged(verdicts: dict[str, str]) -> S.Result:
+        name = "test_operator_state_on_rescale"
+        return S.judge(entry("R", name, "KG-21", "key_groups"),
+                       report(prop(name, "failed", ("KG-21",), 9, 5, area="key_groups"), verdicts=verdicts))
+    wide = judged({"KG-17": "failed", "KG-18": "failed", "KG-21": "failed", "KG-22": "passed"})
+    assert wide.status == S.CAUGHT and not S.exactly_blamed(wide)
+    assert "blamed too: KG-17, KG-18" in S.describe(wide)
+    exact = judged({"KG-17": "inconclusive", "KG-21": "failed", "KG-22": "passed"})
+    assert S.exactly_blamed(exact) and "blamed too" not in S.describe(exact)
+    assert S.summary([wide, exact])["total"]["exactly_blamed"] == 1
 
 
 def test_tables_as_text_and_markdown() -> None:

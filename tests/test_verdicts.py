@@ -33,13 +33,44 @@ def test_each_verdict() -> None:
     ]
     v = by_id(results)
     assert (v["SCH-1"].verdict, v["SCH-1"].area, v["SCH-1"].schedules) == (V.PASSED, "schedules", 40)
-    assert (v["AIO-1"].verdict, v["AIO-1"].schedules) == (V.PASSED, 40)  # p2 failed on AIO-3, not AIO-1
+    # p2 stopped on AIO-3 after 3 schedules: AIO-1 was shown on those and on p1's 40, not searched in full
+    assert (v["AIO-1"].verdict, v["AIO-1"].schedules) == (V.INCONCLUSIVE, 43)
+    assert v["AIO-1"].reason == ("p2 stopped on AIO-3 after 3 schedules; 40 schedules of its other "
+                                 "properties passed")
     assert v["AIO-2"].schedules == 42
     assert (v["AIO-3"].verdict, v["AIO-3"].reproducer) == (V.FAILED, "python -m x")
     assert (v["AIO-4"].verdict, v["AIO-4"].reason) == (V.UNTESTED, "no step for it")
     assert (v["AIO-5"].verdict, v["AIO-5"].reason) == (V.UNSUPPORTED, "async_io.status: not declared")
     assert v["AIO-6"].verdict == V.NOT_RUN
     assert list(v) == ["SCH-1", "AIO-1", "AIO-2", "AIO-3", "AIO-4", "AIO-5", "AIO-6"]
+
+
+def test_a_rule_checked_only_without_the_adapter_is_suite_only() -> None:
+    """A property checking the suite's own validation (the adapter never called) passes its rules as
+    `suite only`, apart from `passed`; with an adapter property beside it, the rule is `passed` on
+    the adapter's schedules alone."""
+    suite = V.ItemResult("malformed", ["SCH-1", "AIO-1"], V.PASSED, schedules=30, adapter=False)
+    v = by_id([suite, V.ItemResult("p", ["AIO-1"], V.PASSED, schedules=7)])
+    assert (v["SCH-1"].verdict, v["SCH-1"].schedules) == (V.SUITE_ONLY, 30)
+    assert "without the adapter" in (v["SCH-1"].reason or "")
+    assert (v["AIO-1"].verdict, v["AIO-1"].schedules) == (V.PASSED, 7)
+    v = by_id([suite, V.ItemResult("p", ["AIO-1"], V.UNSUPPORTED, reason="no timers")])
+    assert (v["AIO-1"].verdict, v["AIO-1"].reason) == (V.UNSUPPORTED, "no timers")
+
+
+def test_a_property_stopped_on_another_rule_leaves_its_rules_inconclusive() -> None:
+    """KG-15 'passed, 2 schedules' after its property stopped on KG-16 (issue 32): inconclusive, with
+    the schedules seen when it stopped; a corpus case failing on another rule does not count."""
+    stopped = V.ItemResult("t::test_restore", ["AIO-1", "AIO-2"], V.FAILED, 80, blamed=["AIO-2"],
+                           reproducer="r", found_after=12)
+    v = by_id([stopped, V.ItemResult("t::test_example", ["AIO-1"], V.PASSED, schedules=2)])
+    assert (v["AIO-1"].verdict, v["AIO-1"].schedules) == (V.INCONCLUSIVE, 14)
+    assert v["AIO-1"].reason == ("test_restore stopped on AIO-2 after 12 schedules; 2 schedules of its "
+                                 "other properties passed")
+    assert v["AIO-2"].verdict == V.FAILED
+    case = V.ItemResult("case", ["AIO-1", "AIO-2"], V.FAILED, 1, blamed=["AIO-2"], replay=True)
+    v = by_id([case, V.ItemResult("t::p", ["AIO-1"], V.PASSED, schedules=50)])
+    assert (v["AIO-1"].verdict, v["AIO-1"].schedules) == (V.PASSED, 50)
 
 
 def test_inconclusive_expected_and_stale() -> None:
@@ -113,3 +144,15 @@ def test_the_reason_and_reproducer_of_a_rule_do_not_depend_on_the_order_of_resul
     failures = [V.ItemResult("conformance/test_b.py::p", ["AIO-6"], V.FAILED, 1, ["AIO-6"], "b"),
                 V.ItemResult("conformance/test_a.py::p", ["AIO-6"], V.FAILED, 1, ["AIO-6"], "a")]
     assert by_id(failures)["AIO-6"].reproducer == by_id(failures[::-1])["AIO-6"].reproducer == "a"
+
+
+def test_a_rule_the_counterexample_may_break_but_does_not_single_out_is_inconclusive() -> None:
+    """A failure shown to break AIO-2, which may concern AIO-1 too (the area cannot tell): AIO-2
+    failed, AIO-1 inconclusive with that reason, never failed."""
+    results = [V.ItemResult("t::p", ["AIO-1", "AIO-2"], V.FAILED, 30, blamed=["AIO-2"], reproducer="r",
+                            found_after=4, possible=["AIO-1"])]
+    v = by_id(results)
+    assert v["AIO-2"].verdict == V.FAILED
+    assert v["AIO-1"].verdict == V.INCONCLUSIVE
+    assert v["AIO-1"].reason == ("p failed on AIO-2; its counterexample may break this rule too, but the "
+                                 "difference does not single it out")

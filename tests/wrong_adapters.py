@@ -132,6 +132,16 @@ class CountedCrashes(Crashes):
         return super().run_batch(schedules)
 
 
+class RaisesOnThirdCompletion(ReferenceWrapper):
+    """Raises in a batch holding a schedule that completes record 2, whatever else it does (tests
+    the isolation of the breaking schedule: conformance/isolate.py)."""
+
+    def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+        if any(isinstance(s, CompleteStep) and s.record == 2 for sch in schedules for s in sch.steps):
+            raise RuntimeError("operator bug: the third completion overflows the queue")
+        return super().run_batch(schedules)
+
+
 class WrongCount(ReferenceWrapper):
     """Returns one trace fewer than it was given schedules."""
 

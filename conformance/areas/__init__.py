@@ -15,15 +15,19 @@ gives the shared checker (conformance/checker.py) these hooks:
 
 and optionally
 
-* `rules_for_events(schedule, step, expected, observed) -> tuple[str, ...]`: the rules a difference
-  between these events of one step concerns, narrower than `rules_for` since it sees which field
-  differs; an empty tuple falls back to `rules_for`.
+* `rules_for_events(schedule, step, expected, observed) -> tuple[str, ...] | Blame`: the rules a
+  difference between these events of one step concerns, narrower than `rules_for` since it sees
+  which field differs; an empty tuple falls back to `rules_for`.  Where the difference shows which
+  rule broke, a `Blame(broken, possible)`: the verdict table fails `broken` only, and gives the
+  `possible` rules (those it may concern, but does not single out) `inconclusive`; a plain tuple
+  blames every rule it names.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
@@ -41,6 +45,17 @@ class CheckerHooks(Protocol):
     def order_graph(self, schedule: Schedule, outputs: Sequence[Event]) -> Any: ...
 
     def output_keys(self, events: Sequence[Event]) -> list[Any]: ...
+
+
+@dataclass(frozen=True)
+class Blame:
+    """What a `rules_for_events` hook may return when the evidence tells: the rules the difference
+    shows broken (`broken`), and those it may concern too but cannot single out (`possible`: their
+    verdict is `inconclusive`, never `failed`).  A plain tuple of rules means: all of them possible
+    and none singled out, so all are blamed."""
+
+    broken: tuple[str, ...]
+    possible: tuple[str, ...] = ()
 
 
 @cache
