@@ -28,7 +28,7 @@ schedules, and where the streaming run's time goes: Spark's durations of the mic
 (query planning, addBatch: the stages and the sink, the offset and commit logs), the rest of each
 query's life (start, initial state, stop), and the driver (planning, output).
 
-    PYTHONPATH=. python bench/mini_batch.py --stream [--schedules 500] [--runs 3]
+    PYTHONPATH=. python bench/mini_batch.py --stream [--schedules 500] [--runs 3] [--stream-partitions 2]
 
 One warm Spark session (local[2]: adapters/pyspark/session.py).  Prints medians and ranges over
 `--runs`.  The exit status is 0 whenever the benchmark ran.  Not part of the test run.
@@ -158,7 +158,7 @@ def drawn_schedules(n: int) -> list[Any]:
     return drawn(st.sampled_from(features).flatmap(schedules), n)
 
 
-def bench_stream(spark: Any, n: int, runs: int) -> None:
+def bench_stream(spark: Any, n: int, runs: int, partitions: int) -> None:
     import shutil
     import tempfile
     from pathlib import Path
@@ -178,7 +178,7 @@ def bench_stream(spark: Any, n: int, runs: int) -> None:
     for _ in range(runs):
         root = Path(tempfile.mkdtemp())
         t0 = time.perf_counter()
-        run = StreamRun(spark, batch, root)
+        run = StreamRun(spark, batch, root, partitions=partitions)
         run.run()
         seconds = time.perf_counter() - t0
         shutil.rmtree(root, ignore_errors=True)
@@ -190,7 +190,8 @@ def bench_stream(spark: Any, n: int, runs: int) -> None:
         task_mode.run_batch(batch)
         rates["task mode (PySparkAdapter)"].append(len(batch) / (time.perf_counter() - t0))
     load_after = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\n{len(batch)} drawn schedules, {runs} runs, {run.queries} queries ({run.planned} micro-batches) "
+    print(f"\n{len(batch)} drawn schedules, {runs} runs, {run.queries} queries ({run.planned} micro-batches, "
+          f"{partitions} shuffle partitions) "
           f"a run; load average {load_before} before, {load_after} after")
     for name, r in rates.items():
         print(f"  {name:<28}{statistics.median(r):>8.1f} schedules/s (min {min(r):.1f}, max {max(r):.1f})")
@@ -219,10 +220,12 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true",
                         help="schedules/s through streaming queries (run_many)")
     parser.add_argument("--schedules", type=int, default=500, help="drawn schedules per run (--stream)")
+    parser.add_argument("--stream-partitions", type=int, default=2,
+                        help="shuffle partitions of the streaming queries (--stream; run_many's: 2)")
     args = parser.parse_args()
     spark = get_spark()
     if args.stream:
-        bench_stream(spark, args.schedules, args.runs)
+        bench_stream(spark, args.schedules, args.runs, args.stream_partitions)
         return
     print(f"{args.rows:,} rows, {args.keys:,} keys, {args.partitions} partitions, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.2f}")

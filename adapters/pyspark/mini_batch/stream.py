@@ -332,11 +332,12 @@ class StreamRun:
     """A batch of mini-batch schedules as one streaming query per round; `run()` gives the traces."""
 
     def __init__(self, spark: Any, schedules: Sequence[Schedule], root: Path,
-                 steps_per_batch: int | None = STEPS_PER_BATCH, partitions: int = 1):
+                 steps_per_batch: int | None = STEPS_PER_BATCH, partitions: int = 2):
         self.spark, self.schedules, self.root = spark, list(schedules), root
         self.steps_per_batch = steps_per_batch
-        # Shuffle partitions of both stages: 1 by default, the tiny stages of a micro-batch (hundreds of
-        # rows) run as one task each: one Python worker, state server and RocksDB instance per stage
+        # Shuffle partitions of both stages: 2 (one a core).  1 was no faster within the noise of a
+        # loaded machine (bench/mini_batch.py --stream --stream-partitions), and gives the fault runs
+        # fewer tasks to fail
         self.partitions = partitions
         self.output = root / "output"
         self.taken: dict[tuple[int, int], Taken] = {}
