@@ -23,8 +23,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
-
 Position = tuple[int, int]  # (split, position) in a reader's state; (split, offset) of a record
 Emit = Callable[..., None]  # emit(kind, **fields): an event of the trace
 Deliver = Callable[[int, str, "int | None"], None]  # deliver(reader, "split" | "no_more", split)
@@ -358,6 +356,8 @@ def restart_set(tasks: int, pipelined: Sequence[Sequence[int]], blocking: Sequen
     stage; blocking edges are shuffles between stages; stages on a cycle of shuffles make one
     region.  A failure restarts its region, the regions downstream of a restarted one, and the
     region upstream whose shuffle output a restarted region reads and that is lost."""
+    import networkx as nx  # here: the streaming source's planner and read tasks never need it
+
     narrow = nx.Graph()
     narrow.add_nodes_from(range(tasks))
     narrow.add_edges_from((u, v) for u, v in pipelined)
