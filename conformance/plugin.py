@@ -969,13 +969,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         saved = [f"counterexample not saved: the adapter lists {', '.join(blamed)} as expected failures"] \
             if known else save_counterexample(state, item, exc)
         report.longrepr = "\n".join([str(exc), *saved, *notes])
-    known = state.conformance.known_divergences.pop(item.nodeid, None) \
-        if state.conformance is not None and call.when == "call" else None
-    if known is not None and report.passed:
+    divergence: dict[str, Any] | None = None
+    if state.conformance is not None and call.when == "call":
+        divergence = state.conformance.known_divergences.pop(item.nodeid, None)
+    if divergence is not None and report.passed:
         # The property ran in full; its one divergence was on the adapter's expected failures.
-        report.user_properties.append(("conformance_known", known))
+        report.user_properties.append(("conformance_known", divergence))
         report.outcome = "skipped"
-        report.wasxfail = (f"{', '.join(known['blamed'])}: the adapter's expected failure(s); the "
+        report.wasxfail = (f"{', '.join(divergence['blamed'])}: the adapter's expected failure(s); the "
                            "property's other rules were checked on all its schedules")
     if report.failed and call.when == "call" and state.conformance is not None \
             and "conformance" in getattr(item, "fixturenames", ()):

@@ -385,9 +385,9 @@ def describe(r: Result) -> str:
         line += f"; not shrunk: {r.shrink_error}"
     if r.rule_verdict is not None and r.rule_verdict not in (FAILED, XFAIL):
         line += f"; the verdict table gives {r.rule} {r.rule_verdict!r}"
-    others = [f for f in r.failed_rules if f != r.rule]
-    if r.status in DETECTED and others:
-        line += f"; blamed too: {', '.join(others)} (the verdict table fails rules the mutant follows)"
+    blamed_too = [f for f in r.failed_rules if f != r.rule]
+    if r.status in DETECTED and blamed_too:
+        line += f"; blamed too: {', '.join(blamed_too)} (the verdict table fails rules the mutant follows)"
     return head + line
 
 
