@@ -359,6 +359,14 @@ def event_diff(expected: Sequence[Event], observed: Sequence[Event], context: in
     return out
 
 
+def not_one_trace_each(traces: object, n: int) -> str | None:
+    """What is wrong with a run_batch's return value for `n` schedules, or None: one Trace each."""
+    if isinstance(traces, (list, tuple)) and len(traces) == n and all(isinstance(t, Trace) for t in traces):
+        return None
+    got = f"{len(traces)} value(s)" if isinstance(traces, (list, tuple)) else type(traces).__name__
+    return f"run_batch returned {got} for {n} schedule(s); it must return one Trace per schedule"
+
+
 def reproducer(schedule: Schedule, adapter_spec: str) -> str:
     return (f"python -m flink_semantics.conformance check --adapter {shlex.quote(adapter_spec)} "
             f"--json {shlex.quote(schedule.to_json())}")

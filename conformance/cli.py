@@ -23,7 +23,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
-from flink_semantics.conformance.checker import compare, format_report
+from flink_semantics.conformance.checker import compare, format_report, not_one_trace_each
 from flink_semantics.conformance.registry import BUILTIN, UnknownAdapterError, load_adapter, resolve
 from flink_semantics.reference import expected_trace
 from flink_semantics.spec.adapter import AdapterError, completion_order
@@ -93,10 +93,9 @@ def run_one(adapter_spec: str, schedule: Schedule) -> tuple[str, str, Trace]:
     adapter = load_adapter(adapter_spec)
     try:
         traces = adapter.run_batch([schedule])
-        if not isinstance(traces, (list, tuple)) or len(traces) != 1 or not isinstance(traces[0], Trace):
-            got = f"{len(traces)} value(s)" if isinstance(traces, (list, tuple)) else type(traces).__name__
-            raise AdapterError(f"run_batch returned {got} for 1 schedule; it must return one Trace per "
-                               "schedule")
+        wrong = not_one_trace_each(traces, 1)
+        if wrong is not None:
+            raise AdapterError(wrong)
         return str(adapter.name), completion_order(adapter, schedule.area), traces[0]
     finally:
         adapter.close()

@@ -67,7 +67,7 @@ from typing import Any
 import pytest
 from flink_semantics.conformance import corpus
 from flink_semantics.conformance import verdicts as V
-from flink_semantics.conformance.checker import compare, format_report, reproducer
+from flink_semantics.conformance.checker import compare, format_report, not_one_trace_each, reproducer
 from flink_semantics.conformance.coverage import Tally
 from flink_semantics.conformance.isolate import isolate
 from flink_semantics.conformance.progress import Progress
@@ -124,6 +124,11 @@ def blame(concerned: Sequence[str], checked: Sequence[str]) -> list[str]:
     """The rules a failure is blamed on: those the divergence concerns that the property checks;
     failing that, those the divergence concerns; failing that, those the property checks."""
     return [r for r in concerned if r in checked] or list(concerned) or list(checked)
+
+
+def on_expected_failures(blamed: Sequence[str], expected_failures: Mapping[str, str], strict: bool) -> bool:
+    """A divergence on the adapter's expected failures only (and not --strict): known, not new."""
+    return not strict and bool(blamed) and all(r in expected_failures for r in blamed)
 
 
 class ConformanceFailure(AssertionError):
@@ -324,18 +329,15 @@ class Conformance:
             if not self.keep_going:
                 self._broken(job, f"run_batch raised {type(raised).__name__}: {raised}", raised)
             raise raised
-        if not isinstance(traces, (list, tuple)) or len(traces) != len(job.schedules) \
-                or not all(isinstance(t, Trace) for t in traces):
-            got = f"{len(traces)} value(s)" if isinstance(traces, (list, tuple)) else type(traces).__name__
-            what = (f"run_batch returned {got} for {len(job.schedules)} schedule(s); it must return one "
-                    "Trace per schedule")
+        what = not_one_trace_each(traces, len(job.schedules))
+        if what is not None:
             if not self.keep_going:
                 self._broken(job, what, None)
             raise ConformanceFailure(f"adapter {self.name!r}: {what}")
         if self.item is not None:
             self.counts[self.item.nodeid] += len(job.schedules)
             self.through_adapter[self.item.nodeid] += len(job.schedules)
-        return list(traces)
+        return list(traces or ())  # (one Trace each: checked above)
 
     def _broken(self, job: _Job, what: str, raised: BaseException | None) -> None:
         """End the session: the adapter cannot run schedules at all (--conformance-keep-going: go on).
@@ -369,12 +371,7 @@ class Conformance:
         if raised is not None:
             first = (str(raised).strip().splitlines() or [""])[0]
             return f"run_batch raised {type(raised).__name__}: {first}"
-        if not isinstance(traces, (list, tuple)) or len(traces) != len(schedules) \
-                or not all(isinstance(t, Trace) for t in traces):
-            got = f"{len(traces)} value(s)" if isinstance(traces, (list, tuple)) else type(traces).__name__
-            return (f"run_batch returned {got} for {len(schedules)} schedule(s); it must return one "
-                    "Trace per schedule")
-        return None
+        return not_one_trace_each(traces, len(schedules))
 
     def property_rules(self) -> list[str]:
         """The rules the current property checks against this adapter (those it has the needs for)."""
@@ -391,7 +388,7 @@ class Conformance:
         self._tally_difference(want, observed, mismatch is not None)
         if mismatch is not None:
             blamed = blame(mismatch.rules, self.property_rules())
-            if self.item is not None and self._expected(blamed):
+            if self.item is not None and on_expected_failures(blamed, self.expected_failures, self.strict):
                 # The adapter lists these rules as expected failures: the first such divergence is
                 # recorded (its verdict), and the property's search goes on for its other rules.
                 nodeid = self.item.nodeid
@@ -404,18 +401,16 @@ class Conformance:
             raise ConformanceFailure(format_report(
                 schedule, mismatch, adapter_name=self.name, adapter_spec=self.spec,
                 expected=want, observed=observed, property_rules=self.property_rules()),
-                blame(mismatch.rules, self.property_rules()), reproducer(schedule, self.spec),
+                blamed, reproducer(schedule, self.spec),
                 schedule=schedule, expected=want, observed=observed, step=mismatch.step, what=mismatch.what,
                 possible=[r for r in mismatch.possible if r in self.property_rules()])
-
-    def _expected(self, blamed: Sequence[str]) -> bool:
-        """A divergence on the adapter's expected failures only (and not --strict)."""
-        return not self.strict and bool(blamed) and all(r in self.expected_failures for r in blamed)
 
     def _tally_difference(self, want: Trace, observed: Trace, differs: bool) -> None:
         """Count a comparison; for a trace the checker rejects, the events the reference has that
         the adapter's trace lacks (lost) and those it has more often (duplicated or extra)."""
-        tally = self.differences[self.item.nodeid if self.item is not None else ""]
+        if self.item is None:
+            return  # outside a property: its counts would be reported under no area
+        tally = self.differences[self.item.nodeid]
         tally["compared"] += 1
         if differs:
             want_events, got_events = Counter(want.events), Counter(observed.events)
@@ -511,9 +506,8 @@ class _State:
         if "conformance_coverage" in props and report.when == "call":
             self.tally.merge(props["conformance_coverage"])
         if props.get("conformance_differences") and report.when == "call":
-            for area in props.get("conformance_areas") or ["(several)"]:
-                self.differences[area].update(props["conformance_differences"])
-                break  # a property of several areas is counted under its first
+            area = (props.get("conformance_areas") or ["(several)"])[0]  # several: under the first
+            self.differences[area].update(props["conformance_differences"])
         rules = list(props["conformance_rules"])
         if props.get("conformance_adapter_schedules") and report.when == "call":
             self.seconds += report.duration
@@ -965,7 +959,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         notes = [n for n in getattr(exc, "__notes__", []) if "reproduce_failure" in n or "@seed" in n]
         # A divergence on the adapter's expected failures only is known, not a new counterexample: it
         # stays out of the corpus (else a run of spark-native fills the checkout with Spark's differences).
-        known = not state.strict and bool(blamed) and all(r in state.expected_failures for r in blamed)
+        known = on_expected_failures(blamed, state.expected_failures, state.strict)
         saved = [f"counterexample not saved: the adapter lists {', '.join(blamed)} as expected failures"] \
             if known else save_counterexample(state, item, exc)
         report.longrepr = "\n".join([str(exc), *saved, *notes])

@@ -55,3 +55,13 @@ def test_the_choice_of_tasks_is_deterministic_and_near_the_share() -> None:
     chosen = [chaos._chosen(3, k, 0.2) for k in keys]
     assert chosen == [chaos._chosen(3, k, 0.2) for k in keys]
     assert 150 <= sum(chosen) <= 250
+
+
+def test_half_read_passes_every_row_and_armed_names_the_directory(tmp_path: Path) -> None:
+    """Outside a Spark task the fault point never fails: half_read yields the rows unchanged, in
+    order; `armed` is the directory's path once armed, None before."""
+    assert chaos.armed(tmp_path) is None
+    chaos.arm(tmp_path, 1.0)
+    assert chaos.armed(tmp_path) == str(tmp_path)
+    assert list(chaos.half_read([1, 2, 3, 4, 5], str(tmp_path), "test")) == [1, 2, 3, 4, 5]
+    assert list(chaos.half_read([], str(tmp_path), "test")) == []

@@ -20,7 +20,11 @@ import hashlib
 import json
 import os
 import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 ENV = "CONFORMANCE_STREAM_TASK_FAILURES"
 CONFIG = "task-failures.json"
@@ -51,6 +55,22 @@ def arm(root: Path, share: float, seed: int = 0) -> None:
     if share > 0:
         (root / CONFIG).write_text(json.dumps({"share": share, "seed": seed}))
         (root / MARKERS).mkdir(exist_ok=True)
+
+
+def armed(root: Path) -> str | None:
+    """`root` as the string the areas' tasks take (a data source option, a processor's field) when
+    the run is armed; None otherwise, so that an unarmed run passes nothing to its tasks."""
+    return str(root) if (root / CONFIG).exists() else None
+
+
+def half_read(rows: Sequence[T], root: str | None, where: str) -> Iterator[T]:
+    """A source partition's rows, with `task_point` once half of them are out (the partition half
+    read); an empty partition has no such point."""
+    half = len(rows) // 2
+    yield from rows[:half]
+    if rows and root:
+        task_point(root, where)
+    yield from rows[half:]
 
 
 def injected(root: Path) -> int:

@@ -327,12 +327,7 @@ class ScriptReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         return [ScriptPartition(part) for b in chosen for part in b]
 
     def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
-        half = len(partition.rows) // 2
-        for i, r in enumerate(partition.rows):
-            if i == half and self.root:
-                from flink_semantics.adapters.pyspark import chaos
-
-                chaos.task_point(self.root, "async_io/source")  # a partition half read
+        for r in chaos.half_read(partition.rows, self.root, "async_io/source"):
             yield tuple(r)
 
     def commit(self, end: dict[str, int]) -> None:

@@ -281,9 +281,7 @@ class ScriptReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
         rows = [r for batch in read_script(partition.path)[partition.first:partition.last + 1] for r in batch]
-        for i, r in enumerate(rows):
-            if i == len(rows) // 2 and partition.chaos_root is not None:  # half the partition read
-                chaos.task_point(partition.chaos_root, "mini_batch source reader")
+        for r in chaos.half_read(rows, partition.chaos_root, "mini_batch source reader"):
             yield tuple(r)
 
     def commit(self, end: dict[str, int]) -> None:
@@ -396,7 +394,7 @@ class StreamRun:
         if r > 0:  # every schedule of this round restarts from its checkpoint (or from none)
             chaos.query_restarted(self.root, "mini_batch restore")
         # Armed (the fault runs, chaos.py): the reader and both stages fail tasks now and then
-        armed = str(self.root) if (self.root / chaos.CONFIG).exists() else None
+        armed = chaos.armed(self.root)
         reader = self.spark.readStream.format(FORMAT).option("script", str(script))
         if armed is not None:
             reader = reader.option("chaos_root", armed)

@@ -190,7 +190,7 @@ def run_queries(spark: Any, schedules: Mapping[str, Schedule], root: Path,
     feed.mkdir()
     strategies = {sid: strategy(s) for sid, s in schedules.items()}
     queries = max((len(segments(s)) for s in schedules.values()), default=0)
-    faults = str(root) if (root / chaos.CONFIG).exists() else None
+    faults = chaos.armed(root)
     conf = dict(QUERY_CONF)
     if faults is not None:
         conf["spark.sql.shuffle.partitions"] = str(FAULT_PARTITIONS)
