@@ -146,6 +146,7 @@ class Result:
     passed: int = 0
     unsupported: int = 0
     seconds: float = 0.0
+    shrink_seconds: float | None = None  # the shrinking run's time (with --shrink catcher)
     error: str | None = None
     shrink_error: str | None = None  # why the shrinking run gave no shrunk counterexample
 
@@ -324,12 +325,15 @@ def measure(entry: Entry, shrink: str, profile: str | None = None, timeout: floa
             best = primary(catches(report), entry.mutant.prop, entry.mutant.rule)
             if best is not None:
                 again = work / "shrunk.json"
+                shrink_started = time.monotonic()
                 shrunk, shrink_error = _run(pytest_command(entry, again, work / "corpus-shrunk", True,
                                                            target=best.base, profile=profile), again, timeout)
                 if shrunk is not None and best.prop not in {c.prop for c in catches(shrunk)}:
                     shrink_error = f"{best.prop} did not fail again when shrinking"
         result = judge(entry, report, shrunk, time.monotonic() - started, error)
         result.shrink_error = shrink_error
+        if shrunk is not None:
+            result.shrink_seconds = round(time.monotonic() - shrink_started, 1)
         if corpus_out is not None:
             keep_counterexamples(work / ("corpus-shrunk" if shrunk is not None else "corpus"), corpus_out)
         return result
@@ -367,7 +371,10 @@ def describe(r: Result) -> str:
         return head + (f"ESCAPED: no property failed ({r.passed} passed, {r.unsupported} unsupported); "
                        f"it breaks {r.rule}, {r.prop} should catch it")
     plural = "" if r.steps == 1 else "s"
-    steps = f" ({r.steps} step{plural}{'' if r.shrunk else ', unshrunk'})" if r.steps is not None else ""
+    timed = r.shrunk and r.shrink_seconds is not None
+    shrink_time = f", shrunk in {_duration(r.shrink_seconds or 0)}" if timed else ""
+    steps = (f" ({r.steps} step{plural}{'' if r.shrunk else ', unshrunk'}{shrink_time})"
+             if r.steps is not None else "")
     after = f" after {r.found_after} schedules" if r.found_after is not None else ""
     others = len(r.catches) - 1
     also = f"; {others} other propert{'y' if others == 1 else 'ies'} failed too" if others > 0 else ""
