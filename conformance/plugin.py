@@ -656,9 +656,10 @@ def configure_adapter(config: pytest.Config, state: _State, spec: str) -> None:
     shrink = adapter_attribute(spec, "shrink") is not False
     if config.getoption("conformance_shrink"):  # the option overrides the adapter's attribute
         shrink = config.getoption("conformance_shrink") == "yes"
-    state.settings = suite_settings(state.profile, examples, shrink)
+    profile = state.profile.split("/", 1)[0]  # (this runs again once the adapter is built)
+    state.settings = suite_settings(profile, examples, shrink)
     if examples is not None or not shrink:  # the adapter sizes its own budget (spec/adapter.py)
-        state.profile = f"{state.profile}/{spec}"
+        state.profile = f"{profile}/{spec}"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -813,6 +814,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         sys.stderr.write(f"conformance: cannot load adapter {state.spec!r}: {e}\n")
         sys.stderr.flush()
         pytest.exit(f"cannot load adapter {state.spec!r}", returncode=4)
+    # Again, now that it is built: a process adapter declares these in its hello (registry.py).
+    configure_adapter(session.config, state, state.spec)
+    for item in session.items:
+        if is_property(item) and is_suite_item(item):
+            apply_settings(item, state)
     if any(order not in (SCRIPTED, FREE) for order in completion_orders(adapter)):
         sys.stderr.write(f"conformance: adapter {state.spec!r} has completion_order "
                          f"{adapter.completion_order!r}; use flink_semantics.spec.adapter.SCRIPTED or FREE, "
