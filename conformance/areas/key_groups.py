@@ -11,7 +11,8 @@ rare states where engines lose or repeat state are reached: `COVERAGE` and `cove
 their floors (conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
-(SCRIPTED); a FREE adapter cannot be checked on them.
+(SCRIPTED); a FREE adapter cannot be checked on them.  `rules_for_events`
+(conformance/areas/key_groups_blame.py) names the rule a difference shows broken.
 
 `balance_problems` states KG-5, KG-12 and KG-21 on a trace directly: every restore's ranges cover
 the key groups contiguously and within one in size, every key's state lives on the subtask whose
@@ -25,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
+from flink_semantics.conformance.areas.key_groups_blame import IN_FLIGHT, rules_for_events
 from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.key_groups import Model, operator_index
 from flink_semantics.spec.adapter import unsupported
@@ -37,11 +39,10 @@ from flink_semantics.spec.areas.key_groups import (
     UpdateStep,
     has_lone_surrogate,
 )
-from flink_semantics.spec.schedule import Event, Schedule, Step, Trace, validate_schedule
+from flink_semantics.spec.schedule import Schedule, Step, Trace, validate_schedule
 from hypothesis import strategies as st
 
 AREA = "key_groups"
-IN_FLIGHT = "inflight"  # the async operator's list state of stored elements (AIO-49)
 
 # --------------------------------------------------------------------------
 # The checker's hooks
@@ -60,77 +61,6 @@ _RULES = {
 }
 
 _rules_of_kinds = rules_from(_RULES)
-_SPARK_HASH = ("KG-22", "KG-23", "KG-24", "KG-25", "KG-26", "KG-27")
-
-
-def _code_units_matter(key: Any) -> bool:
-    """A string key whose UTF-16 code units differ from its code points or have no UTF-8 form: an
-    unpaired surrogate, or a character outside the BMP (two units)."""
-    return isinstance(key, str) and (has_lone_surrogate(key) or any(ord(c) > 0xFFFF for c in key))
-
-
-def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
-                     observed: Sequence[Event]) -> tuple[str, ...]:
-    """`_routed_rules`, and KG-34 with them when a string key whose UTF-16 code units matter was
-    hashed, or given a key group, otherwise (a key on another subtask under the right key group is
-    routing's, KG-6, whatever the key)."""
-    rules = _routed_rules(schedule, step, expected, observed)
-    keys = [e.key for e in (*expected, *observed) if e.event in ("routed", "keyed")]
-    hashed = ("KG-1", "KG-2", "KG-9", "KG-10", "KG-11", "KG-30", "KG-33", *_SPARK_HASH)
-    if any(r in hashed for r in rules) and any(_code_units_matter(k) for k in keys):
-        rules += ("KG-34",)
-    return rules
-
-
-def _routed_rules(schedule: Schedule, step: int, expected: Sequence[Event],
-                  observed: Sequence[Event]) -> tuple[str, ...]:
-    """One event each, for an update: the field that differs names the rules.  A null key routed
-    where it is refused, KG-7; for a routed key, the hash (the profile's: KG-11 and KG-2, Spark's
-    hash, or KG-33), then the key group from the hash (KG-1 with the default maximum of KG-9 and
-    KG-10, or KG-30), then the subtask (KG-6), then the sum; a sum after a restore concerns the
-    restored state too (KG-12..KG-14).  Restored keys: `_kept_under_another_key_group`.  Anything
-    else: the kinds' rules."""
-    if any(e.event == "keyed" for e in (*expected, *observed)):
-        return _kept_under_another_key_group(expected, observed)
-    if len(expected) != 1 or len(observed) != 1:
-        return ()
-    e, o = expected[0], observed[0]
-    profile = schedule.config.hash
-    if e.event == "null_key" and o.event == "routed" and o.key is None:
-        return ("KG-7",)
-    if e.event != "routed" or o.event != "routed" or (e.key, e.type) != (o.key, o.type):
-        return ()
-    restored = any(isinstance(s, RestoreStep) for s in schedule.steps[:step])
-    after_restore = ("KG-12", "KG-13", "KG-14") if restored else ()
-    if e.hash != o.hash:
-        return {"spark": _SPARK_HASH, "pyflink": ("KG-33", "KG-11", "KG-2")}.get(profile, ("KG-11", "KG-2"))
-    if e.key_group != o.key_group:
-        if profile == "spark":
-            return ("KG-30",)
-        default = ("KG-9", "KG-10") if schedule.config.max_parallelism is None else ()
-        return ("KG-33" if profile == "pyflink" else "KG-1", *default, *(("KG-16",) if restored else ()))
-    if e.subtask != o.subtask:
-        return ("KG-6",)  # routing at the running parallelism: restored state does not move a key
-    return ("KG-6", *after_restore)  # the sum there
-
-
-def _kept_under_another_key_group(expected: Sequence[Event], observed: Sequence[Event]) -> tuple[str, ...]:
-    """A restore that differs only in the key group some restored keys are kept under (the same
-    keys and sums, on the subtasks of those key groups): the keys' records were routed by another
-    key group than their `routed` events name, so their state is there: KG-6.  A key on another
-    subtask under the same key group is the restore's (by the kinds: KG-12..KG-14)."""
-    def keyed(events: Sequence[Event]) -> dict[tuple[Any, str], Event]:
-        return {(e.key, e.type): e for e in events if e.event == "keyed"}
-
-    if any(e.event != "keyed" for e in (*expected, *observed)):
-        return ()
-    a, b = keyed(expected), keyed(observed)
-    if set(a) != set(b) or any(a[k].value != b[k].value for k in a):
-        return ()
-    moved = [k for k in a if a[k] != b[k]]
-    if moved and all(a[k].key_group != b[k].key_group for k in moved):
-        return ("KG-6",)
-    return ()
 
 
 def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
@@ -144,6 +74,7 @@ def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
 
 
 free_checkable, order_graph, output_keys = never_free, no_order_graph, no_output_keys
+__all__ = ["rules_for_events"]  # the checker's hook, from key_groups_blame
 FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
 
 
