@@ -162,11 +162,13 @@ class _Child:
         try:
             line = self.lines.get(timeout=guard_s)
         except queue.Empty:
-            raise AdapterError(f"nothing within the hang guard of {guard_s:g} s") from None
+            raise AdapterError(f"within the hang guard of {guard_s:g} s") from None
         return None if line is _EOF else str(line).rstrip("\r\n")
 
     def tail(self) -> list[str]:
-        self.err_thread.join(timeout=1.0)  # the last lines of an engine that has just exited
+        """The last lines of stderr: all of them once the engine has exited, else those read so far."""
+        if self.proc.poll() is not None:
+            self.err_thread.join(timeout=CLOSE_GUARD_S)  # hang guard: a child of the engine holding stderr
         return list(self.stderr)
 
     def end(self, guard_s: float) -> int | None:
@@ -271,11 +273,14 @@ class ProcessAdapter:
             message = json.loads(line)
         except ValueError:
             message = None
+        assert self._child is not None
         if isinstance(message, dict) and message.get("type") == "error":  # it could not start
+            self._child.end(self.guards[2])
             raise AdapterError(f"{self._who()} could not start: {message.get('message')}{self._tail_text()}")
         try:
             return parse_hello(line)
         except ProtocolError as e:
+            self._child.end(self.guards[2])
             raise ProtocolError(f"{self._who()}: {e}{self._tail_text()}") from None
 
     def _member(self, name: str) -> Any:
@@ -355,7 +360,7 @@ class ProcessAdapter:
         except AdapterError as e:
             self._closed = True
             self._child.kill()
-            raise AdapterError(f"{self._who()} hung: no answer (waiting for {what}) {e}; killed"
+            raise AdapterError(f"{self._who()} hung: {what} did not come {e}; killed"
                                f"{self._tail_text()}") from None
         if line is None:
             self._closed = True
@@ -373,7 +378,7 @@ class ProcessAdapter:
         return ProtocolError(f"{self._who()} {what} (docs/process-protocol.md){self._tail_text()}")
 
     def _who(self) -> str:
-        engine = self.hello.engine if self.hello is not None else self.command[0]
+        engine = self.hello.engine if self.hello is not None else os.path.basename(self.command[0])
         return f"engine {engine!r}"
 
     def _tail_text(self) -> str:
