@@ -1,5 +1,6 @@
-"""The fault runs' task failures (adapters/pyspark/chaos.py): real Spark task failures, each task
-failing at most once, counted on the driver; unarmed, nothing fails."""
+"""The fault runs' task failures (adapters/pyspark/chaos.py): real Spark task failures, a task
+failing in at most its first `depth` attempts, each at a later fault point, counted on the driver;
+unarmed, nothing fails."""
 
 from __future__ import annotations
 
@@ -12,16 +13,17 @@ import pytest
 from flink_semantics.adapters.pyspark import chaos
 
 
-def _run(spark: Any, root: Path) -> list[int]:
-    def tasks(root: str, batches: Iterator[Any]) -> Iterator[Any]:  # pickled by value: tests/ is not
-        from flink_semantics.adapters.pyspark.chaos import task_point  # importable in Spark's workers
+def _run(spark: Any, root: Path, points: int = 1) -> list[int]:
+    """40 ids in 4 tasks, each meeting `points` fault points after it has yielded its rows."""
+    def tasks(root: str, points: int, batches: Iterator[Any]) -> Iterator[Any]:  # pickled by value:
+        from flink_semantics.adapters.pyspark.chaos import task_point  # tests/ is not importable in
 
-        for b in batches:
+        yield from batches  # Spark's workers
+        for _ in range(points):
             task_point(root, "test")
-            yield b
 
-    df = spark.range(0, 40, 1, 4)
-    return sorted(r.id for r in df.mapInArrow(functools.partial(tasks, str(root)), "id long").collect())
+    out = spark.range(0, 40, 1, 4).mapInArrow(functools.partial(tasks, str(root), points), "id long")
+    return sorted(r.id for r in out.collect())
 
 
 @pytest.mark.spark
@@ -30,6 +32,17 @@ def test_every_chosen_task_fails_once_and_spark_runs_it_again(spark: Any, tmp_pa
     chaos.arm(tmp_path, 1.0)
     assert _run(spark, tmp_path) == list(range(40))
     assert chaos.injected(tmp_path) == 4
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("points", [1, 2, 5])
+def test_a_task_fails_in_its_first_depth_attempts_at_most_once_a_point(spark: Any, tmp_path: Path,
+                                                                       points: int) -> None:
+    """Depth 3: attempt a fails at its (a+1)-th point, so a task with p points fails min(p, 3) times
+    (Spark runs it again each time, and the job's result is whole)."""
+    chaos.arm(tmp_path, 1.0, depth=3)
+    assert _run(spark, tmp_path, points) == list(range(40))
+    assert chaos.injected(tmp_path) == 4 * min(points, 3)
 
 
 @pytest.mark.spark
@@ -57,11 +70,36 @@ def test_the_choice_of_tasks_is_deterministic_and_near_the_share() -> None:
     assert 150 <= sum(chosen) <= 250
 
 
-def test_half_read_passes_every_row_and_armed_names_the_directory(tmp_path: Path) -> None:
-    """Outside a Spark task the fault point never fails: half_read yields the rows unchanged, in
+def test_partly_read_passes_every_row_and_armed_names_the_directory(tmp_path: Path) -> None:
+    """Outside a Spark task the fault points never fail: partly_read yields the rows unchanged, in
     order; `armed` is the directory's path once armed, None before."""
     assert chaos.armed(tmp_path) is None
-    chaos.arm(tmp_path, 1.0)
+    assert list(chaos.partly_read([1, 2, 3], str(tmp_path), "test")) == [1, 2, 3]  # not armed
+    chaos.arm(tmp_path, 1.0, depth=3)
     assert chaos.armed(tmp_path) == str(tmp_path)
-    assert list(chaos.half_read([1, 2, 3, 4, 5], str(tmp_path), "test")) == [1, 2, 3, 4, 5]
-    assert list(chaos.half_read([], str(tmp_path), "test")) == []
+    assert list(chaos.partly_read([1, 2, 3, 4, 5], str(tmp_path), "test")) == [1, 2, 3, 4, 5]
+    assert list(chaos.partly_read([], str(tmp_path), "test")) == []
+
+
+def _points(monkeypatch: pytest.MonkeyPatch, rows: list[int], depth: int, tmp_path: Path) -> list[Any]:
+    """What partly_read yields, with "P" where it calls task_point."""
+    got: list[Any] = []
+    tmp_path.mkdir()
+    monkeypatch.setattr(chaos, "task_point", lambda root, where: got.append("P"))
+    chaos.arm(tmp_path, 1.0, depth=depth)
+    got += chaos.partly_read(rows, str(tmp_path), "test")
+    return got
+
+
+def test_partly_read_has_a_point_after_each_part(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Depth d: points after each of d + 1 equal parts but the last, at distinct places."""
+    assert _points(monkeypatch, list(range(8)), 3, tmp_path / "a") == [0, 1, "P", 2, 3, "P", 4, 5, "P", 6, 7]
+    assert _points(monkeypatch, list(range(4)), 1, tmp_path / "b") == [0, 1, "P", 2, 3]
+    assert _points(monkeypatch, [0, 1], 3, tmp_path / "c") == ["P", 0, "P", 1]
+    assert _points(monkeypatch, [0], 3, tmp_path / "d") == ["P", 0]
+
+
+def test_depth_must_be_a_positive_int(tmp_path: Path) -> None:
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="depth"):
+            chaos.arm(tmp_path, 1.0, depth=bad)  # type: ignore[arg-type]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 import uuid
 from collections import defaultdict
@@ -44,6 +45,16 @@ from flink_semantics.spec.area import areas
 from flink_semantics.spec.schedule import Schedule, Trace
 
 NOT_YET = "not yet through Structured Streaming (adapters/pyspark/{area}/stream.py has no run_many)"
+EXAMPLES_ENV = "CONFORMANCE_STREAM_EXAMPLES"
+EXAMPLES = 36
+# The fault runs (chaos.py): a chosen task fails in up to this many of its attempts, each at a later
+# fault point (below spark.task.maxFailures, which lets a task fail that many times less one).
+FAULT_DEPTH = 3
+# A fault run cuts an area's schedules into run_many calls of at most this many, so that they meet
+# more queries, tasks to fail and restarts: a call's tasks and restarts grow with its micro-batches
+# and rounds, hardly with its schedules.  Measured on the 2-core machine for >= 1,000 task failures
+# per area (issue 31): see docs/running-the-suite.md, "Fault runs".
+FAULT_CALL_SIZE: dict[str, int] = {}
 
 
 @cache
@@ -56,6 +67,33 @@ def stream_module(area: str) -> Any:
         if e.name != name:
             raise
         return None
+
+
+def examples_from_env() -> int:
+    """The examples a property (before the profile's multiplier): $CONFORMANCE_STREAM_EXAMPLES,
+    else EXAMPLES; a usage error if it is not a positive integer."""
+    text = os.environ.get(EXAMPLES_ENV, "").strip()
+    if not text:
+        return EXAMPLES
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{EXAMPLES_ENV}={text!r}: give the examples a property, a positive integer")
+    return int(text)
+
+
+def fault_depth() -> int:
+    """FAULT_DEPTH, kept below the session's `spark.task.maxFailures` (a task failing that many
+    times would fail its query)."""
+    from flink_semantics.adapters.pyspark.session import max_task_failures
+
+    return max(1, min(FAULT_DEPTH, max_task_failures() - 1))
+
+
+def _calls(area: str, indices: list[int], armed: bool) -> list[list[int]]:
+    """The run_many calls of an area's schedules: one, or in a fault run FAULT_CALL_SIZE's."""
+    size = FAULT_CALL_SIZE.get(area) if armed else None
+    if not size:
+        return [indices]
+    return [indices[i:i + size] for i in range(0, len(indices), size)]
 
 
 def _runs(area: str) -> bool:
@@ -85,9 +123,10 @@ class PySparkStreamAdapter:
     # examples make one call: so 36 examples a property (about 150 to 250 distinct schedules a
     # call, 1,800 to 2,800 per area) triple the rate of 12.  Shrinking would run a query per
     # candidate: a failure is reported as drawn (replay it with `--adapter pyspark` or
-    # `pyspark-local` to shrink it).
+    # `pyspark-local` to shrink it).  $CONFORMANCE_STREAM_EXAMPLES sets another budget (the fault
+    # runs', tox.ini).
     batch_size = 1000
-    examples = 36  # the thorough profile: ten times as many
+    examples = examples_from_env()  # the thorough profile: ten times as many
     shrink = False
 
     def __init__(self, spark: Any = None, store_dir: str | None = None):
@@ -130,21 +169,27 @@ class PySparkStreamAdapter:
             by_area[s.area].append(i)
         traces: dict[int, Trace] = {}
         for area, indices in by_area.items():
-            root = self.root / f"{area}-{uuid.uuid4().hex}"
-            root.mkdir(parents=True)
-            self.calls += 1
-            chaos.arm(root, self.task_failure_share, seed=self.calls)
-            try:
-                got = stream_module(area).run_many(self._session(), [schedules[i] for i in indices], root)
-            finally:
-                self.injected[area] += chaos.injected(root)
-                self.restarts[area] += chaos.restarts(root)
-                shutil.rmtree(root, ignore_errors=True)
-            if len(got) != len(indices):
-                raise RuntimeError(f"{area}.stream.run_many returned {len(got)} traces "
-                                   f"for {len(indices)} schedules")
-            traces.update(zip(indices, got))
+            for call in _calls(area, indices, self.task_failure_share > 0):
+                traces.update(zip(call, self._run_many(area, [schedules[i] for i in call])))
         return [traces[i] for i in range(len(schedules))]
+
+    def _run_many(self, area: str, schedules: list[Schedule]) -> list[Trace]:
+        """One run_many call in a directory of its own, armed in a fault run (chaos.py)."""
+        root = self.root / f"{area}-{uuid.uuid4().hex}"
+        root.mkdir(parents=True)
+        self.calls += 1
+        if self.task_failure_share:
+            chaos.arm(root, self.task_failure_share, seed=self.calls, depth=fault_depth())
+        try:
+            got = stream_module(area).run_many(self._session(), schedules, root)
+        finally:
+            self.injected[area] += chaos.injected(root)
+            self.restarts[area] += chaos.restarts(root)
+            shutil.rmtree(root, ignore_errors=True)
+        if len(got) != len(schedules):
+            raise RuntimeError(f"{area}.stream.run_many returned {len(got)} traces "
+                               f"for {len(schedules)} schedules")
+        return got
 
     def summary(self) -> list[str]:
         """What the suite prints at the end (spec/adapter.py): the task failures injected."""
@@ -154,7 +199,8 @@ class PySparkStreamAdapter:
         def per_area(counts: Mapping[str, int]) -> str:
             return ", ".join(f"{area} {n}" for area, n in sorted(counts.items()))
 
-        return [f"task failures injected mid-micro-batch ({chaos.ENV}={self.task_failure_share}): "
+        return [f"task failures injected mid-micro-batch ({chaos.ENV}={self.task_failure_share}, up to "
+                f"{fault_depth()} a task): "
                 f"{sum(self.injected.values())} ({per_area(self.injected)}); queries stopped and "
                 f"restarted from their checkpoints: {sum(self.restarts.values())} "
                 f"({per_area(self.restarts)}); every trace is still compared with the reference's"]

@@ -327,7 +327,7 @@ class ScriptReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         return [ScriptPartition(part) for b in chosen for part in b]
 
     def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
-        for r in chaos.half_read(partition.rows, self.root, "async_io/source"):
+        for r in chaos.partly_read(partition.rows, self.root, "async_io/source"):
             yield tuple(r)
 
     def commit(self, end: dict[str, int]) -> None:

@@ -281,7 +281,7 @@ class ScriptReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
         rows = [r for batch in read_script(partition.path)[partition.first:partition.last + 1] for r in batch]
-        for r in chaos.half_read(rows, partition.chaos_root, "mini_batch source reader"):
+        for r in chaos.partly_read(rows, partition.chaos_root, "mini_batch source reader"):
             yield tuple(r)
 
     def commit(self, end: dict[str, int]) -> None:
