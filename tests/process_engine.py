@@ -13,6 +13,7 @@ engine exits at the end of its standard input.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from typing import Any
@@ -45,6 +46,18 @@ class SmallReference(ReferenceAdapter):
     """The reference on a small budget (`serve reference --examples 5` declares the same in its hello)."""
 
     examples = 5
+
+
+class PrintingReference(ReferenceAdapter):
+    """The reference writing to standard output, itself and through a child process, as adapters do."""
+
+    def prepare(self) -> None:
+        print("PrintingReference: starting")
+
+    def run_batch(self, schedules: Any) -> Any:
+        print("PrintingReference: a batch")
+        subprocess.run([sys.executable, "-c", "print('a child process writing to fd 1')"], check=True)
+        return super().run_batch(schedules)
 
 
 def hello() -> dict[str, Any]:
