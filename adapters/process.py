@@ -323,14 +323,18 @@ class ProcessAdapter:
             reply = json.loads(line)
         except ValueError:
             reply = None
-        if not (isinstance(reply, dict) and reply.get("type") in ("traces", "error")):
+        shapes = {"traces": {"type", "id", "traces"}, "error": {"type", "id", "message"}}
+        if not (isinstance(reply, dict) and set(reply) == shapes.get(reply.get("type"))):
             raise self._broken(f"answered run {request} with a line that is not a traces or error "
                                f"message: {line[:200]!r}")
-        if reply.get("id") != request:
-            raise self._broken(f"answered run {request} with the id {reply.get('id')!r}")
-        if reply["type"] == "error":
-            raise AdapterError(f"{self._who()} could not run batch {request}: {reply.get('message')}"
+        if reply["type"] == "error" and reply["id"] in (request, None):  # None: it could not read the run
+            self._closed = reply["id"] is None  # an engine that cannot read the suite's lines is done
+            if self._closed:
+                self._child.end(self.guards[2])  # type: ignore[union-attr]
+            raise AdapterError(f"{self._who()} could not run batch {request}: {reply['message']}"
                                f"{self._tail_text()}")
+        if reply["id"] != request:
+            raise self._broken(f"answered run {request} with the id {reply['id']!r}")
         return reply
 
     def _traces(self, reply: Mapping[str, Any], request: int, schedules: Sequence[Schedule]) -> list[Trace]:

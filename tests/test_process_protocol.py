@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -258,3 +259,39 @@ def test_expected_failures_of_the_hello_are_checked_against_the_spec(tmp_path: P
     assert result.returncode == 4, result.stdout[-3000:] + result.stderr[-3000:]
     assert "expected failures: the adapter's expected_failures: 'KG-999' is not a rule of spec/" in (
         result.stdout + result.stderr)
+
+
+# --------------------------------------------------------------------------
+# The document's own examples
+# --------------------------------------------------------------------------
+
+
+def test_check_runs_one_schedule_through_a_process_engine() -> None:
+    served = "process:" + shell_line([*ENGINE, "serve", "reference"])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "0"}
+    command = [sys.executable, "-m", "flink_semantics.conformance", "check", "--adapter", served,
+               "--json", SCHEDULES[2].to_json()]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("conforms: adapter 'reference' gives the reference trace (2 events)")
+
+
+def javascript_sketch() -> str:
+    """The Node.js engine of docs/process-protocol.md, as written there."""
+    text = (REPO / "docs" / "process-protocol.md").read_text(encoding="utf-8")
+    block = text.split("```javascript\n", 1)[1].split("```", 1)[0]
+    return "\n".join(line.removeprefix("   ") for line in block.splitlines()) + "\n"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="the document's sketch is JavaScript: needs node")
+def test_the_documents_javascript_sketch_keeps_the_protocol(tmp_path: Path) -> None:
+    engine = tmp_path / "engine.mjs"
+    engine.write_text(javascript_sketch(), encoding="utf-8")
+    adapter = ProcessAdapter(["node", str(engine)])
+    adapter.prepare()
+    assert (adapter.name, adapter.version) == ("js-sketch", "js-sketch 0.0.1")
+    assert adapter.capabilities() == {"key_groups": "this sketch runs no schedules yet"}
+    traces = adapter.run_batch(SCHEDULES)
+    assert [t.events for t in traces] == [(), (), ()]
+    adapter.close()
+    assert adapter.summary()[0].endswith("it exited with status 0"), adapter.summary()
