@@ -26,7 +26,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
-from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
+from flink_semantics.conformance.areas import (
+    never_free,
+    no_order_graph,
+    no_output_keys,
+    rules_from,
+    sources_blame,
+)
 from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.sources import ABORTED, BARRIER, COMPLETED, TAKEN, Model, tasks_to_restart
 from flink_semantics.spec.adapter import unsupported
@@ -76,6 +82,8 @@ _RULES = {
 
 
 rules_for = rules_from(_RULES)  # the rules a divergence in these event kinds concerns
+# Narrower: the rule the differing events show broken (conformance/areas/sources_blame.py).
+rules_for_events = sources_blame.rules_for_events
 # Every event of this area is placed by the schedule's steps: compared exactly, never FREE.
 free_checkable, order_graph, output_keys = never_free, no_order_graph, no_output_keys
 FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
