@@ -324,7 +324,7 @@ class ProcessAdapter:
         except ValueError:
             reply = None
         shapes = {"traces": {"type", "id", "traces"}, "error": {"type", "id", "message"}}
-        if not (isinstance(reply, dict) and set(reply) == shapes.get(reply.get("type"))):
+        if not (isinstance(reply, dict) and set(reply) == shapes.get(str(reply.get("type")))):
             raise self._broken(f"answered run {request} with a line that is not a traces or error "
                                f"message: {line[:200]!r}")
         if reply["type"] == "error" and reply["id"] in (request, None):  # None: it could not read the run
