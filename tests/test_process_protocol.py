@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -232,6 +233,22 @@ def test_the_suite_through_the_protocol_gives_the_in_process_verdicts(tmp_path: 
     run = reports["served"]["run"]
     assert run["profile"] == f"default/{served}"  # the hello's examples sized the budget
     assert run["adapter_version"] == "reference " + ReferenceAdapter.version  # type: ignore[operator]
+
+
+def test_a_wrong_engine_behind_the_protocol_fails_with_a_reproducer_through_it(tmp_path: Path) -> None:
+    wrong = "tests.wrong_key_groups:HashModParallelism"
+    served = "process:" + shell_line([*SERVER, wrong, "--examples", "5"])
+    result = run_suite(tmp_path, served, "--areas", "key_groups", "-k", "test_flink_key_groups",
+                       "--conformance-shrink", "no")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "adapter 'HashModParallelism' does not conform" in result.stdout
+    assert re.search(r"^KG-6 +MUST +failed", result.stdout, re.M), result.stdout[-3000:]
+    command = [line for line in result.stdout.splitlines() if line.startswith("reproduce: ")][0]
+    assert command.startswith(f"reproduce: python -m flink_semantics.conformance check --adapter '{served}' ")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "0"}
+    argv = [sys.executable, *shlex.split(command.removeprefix("reproduce: python"))]
+    again = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert again.returncode == 1 and "adapter 'HashModParallelism' does not conform" in again.stdout, again
 
 
 def test_the_suite_reports_an_engine_error_in_one_line_and_stops(tmp_path: Path) -> None:
