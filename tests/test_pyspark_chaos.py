@@ -103,3 +103,35 @@ def test_depth_must_be_a_positive_int(tmp_path: Path) -> None:
     for bad in (0, -1, 1.5):
         with pytest.raises(ValueError, match="depth"):
             chaos.arm(tmp_path, 1.0, depth=bad)  # type: ignore[arg-type]
+
+
+def test_the_fault_runs_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """$CONFORMANCE_STREAM_EXAMPLES sets pyspark-stream's examples a property (a usage error when not
+    a positive integer); the depth stays below spark.task.maxFailures."""
+    from flink_semantics.adapters.pyspark import streaming
+
+    monkeypatch.delenv(streaming.EXAMPLES_ENV, raising=False)
+    assert streaming.examples_from_env() == streaming.EXAMPLES
+    monkeypatch.setenv(streaming.EXAMPLES_ENV, "4")
+    assert streaming.examples_from_env() == 4
+    for bad in ("0", "-3", "many", "2.5"):
+        monkeypatch.setenv(streaming.EXAMPLES_ENV, bad)
+        with pytest.raises(ValueError, match=streaming.EXAMPLES_ENV):
+            streaming.examples_from_env()
+    monkeypatch.setattr(streaming, "FAULT_DEPTH", 3)
+    monkeypatch.setenv("CONFORMANCE_SPARK_MAX_FAILURES", "8")
+    assert streaming.fault_depth() == 3
+    monkeypatch.setenv("CONFORMANCE_SPARK_MAX_FAILURES", "3")
+    assert streaming.fault_depth() == 2
+
+
+def test_a_fault_run_cuts_an_areas_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Armed, an area in FAULT_CALL_SIZE runs its schedules in calls of at most that many, in order;
+    unarmed, or another area, in one call."""
+    from flink_semantics.adapters.pyspark import streaming
+
+    monkeypatch.setattr(streaming, "FAULT_CALL_SIZE", {"sources": 30})
+    indices = list(range(5, 75))
+    assert streaming._calls("sources", indices, True) == [indices[:30], indices[30:60], indices[60:]]
+    assert streaming._calls("sources", indices, False) == [indices]
+    assert streaming._calls("watermarks", indices, True) == [indices]
