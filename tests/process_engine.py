@@ -13,11 +13,13 @@ engine exits at the end of its standard input.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from typing import Any
 
+from flink_semantics.adapters.process import ProcessAdapter
 from flink_semantics.adapters.process_server import hello_of, protocol_stdout, serve
 from flink_semantics.adapters.reference import ReferenceAdapter
 from flink_semantics.spec.schedule import schedule_from_dict
@@ -58,6 +60,18 @@ class PrintingReference(ReferenceAdapter):
         print("PrintingReference: a batch")
         subprocess.run([sys.executable, "-c", "print('a child process writing to fd 1')"], check=True)
         return super().run_batch(schedules)
+
+
+class ServedReference(ProcessAdapter):
+    """A Python adapter for an engine behind the protocol, as an engine's package writes one: the
+    command given by the subclass, a member the hello has no field for as a class attribute."""
+
+    shrink = False
+
+    def __init__(self) -> None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        super().__init__([sys.executable, os.path.join(here, "process_engine.py"), "serve", "reference",
+                          "--examples", "7"])
 
 
 def hello() -> dict[str, Any]:

@@ -19,9 +19,15 @@ import pytest
 from flink_semantics.adapters.process import ProcessAdapter, ProtocolError, parse_hello
 from flink_semantics.adapters.process_server import hello_of
 from flink_semantics.adapters.reference import ReferenceAdapter
-from flink_semantics.conformance.registry import load_adapter, process_command, resolve
+from flink_semantics.conformance.registry import (
+    adapter_attribute,
+    budget_hints,
+    load_adapter,
+    process_command,
+    resolve,
+)
 from flink_semantics.reference import expected_trace
-from flink_semantics.spec.adapter import AdapterError
+from flink_semantics.spec.adapter import DEFAULT_BATCH_SIZE, AdapterError
 from flink_semantics.spec.rules import load_rules
 from flink_semantics.spec.schedule import parse_schedule
 
@@ -206,6 +212,21 @@ def test_process_names_resolve_and_split_as_a_shell_would() -> None:
     for bad, why in (("process:", "give the engine's command"), ("process:a 'b", "does not parse")):
         with pytest.raises(AdapterError, match=why):
             resolve(bad)
+
+
+def test_a_subclass_declares_through_its_hello_once_loaded() -> None:
+    """What the suite reads before building an adapter (registry.adapter_attribute, budget_hints):
+    a subclass's class attributes at once, its hello's declarations once load_adapter started it."""
+    spec = "tests.process_engine:ServedReference"
+    assert adapter_attribute(spec, "shrink") is False
+    assert adapter_attribute(spec, "examples") is None and budget_hints(spec) == (DEFAULT_BATCH_SIZE, None)
+    adapter = load_adapter(spec)
+    try:
+        assert adapter.name == "reference"  # started by load_adapter: its hello is read
+        assert adapter_attribute(spec, "examples") == 7 and budget_hints(spec) == (DEFAULT_BATCH_SIZE, 7)
+        assert adapter_attribute(spec, "expected_failures") == {}
+    finally:
+        adapter.close()
 
 
 def test_a_command_that_does_not_exist_is_one_clear_error() -> None:
