@@ -130,7 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     if not module or not attr:
         parser.error("MODULE:FACTORY: give the factory as module:attribute")
     out = protocol_stdout()
-    adapter = getattr(importlib.import_module(module), attr)()
+    try:
+        adapter = getattr(importlib.import_module(module), attr)()
+    except Exception as e:  # no adapter to serve: an error instead of the hello
+        traceback.print_exc(file=sys.stderr)
+        out.write(json.dumps({"type": "error", "id": None, "message": f"cannot build {args.factory}: "
+                              f"{type(e).__name__}: {e}"}) + "\n")
+        out.flush()
+        return 1
     return serve(adapter, sys.stdin, out, args.examples, args.batch_size)
 
 

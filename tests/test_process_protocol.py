@@ -97,6 +97,14 @@ def test_the_server_keeps_stdout_for_protocol_lines() -> None:
     assert adapter.summary()[0].endswith("it exited with status 0"), adapter.summary()
 
 
+def test_a_factory_the_server_cannot_build_is_an_error_instead_of_the_hello() -> None:
+    adapter = ProcessAdapter([*SERVER, "no_such_module_33:Adapter"], cwd=str(REPO))
+    why = ("engine 'python' could not start: cannot build no_such_module_33:Adapter: ModuleNotFoundError: "
+           "No module named 'no_such_module_33'")
+    with pytest.raises(AdapterError, match="^" + re.escape(why)):
+        adapter.prepare()
+
+
 def test_the_hello_of_a_python_adapter_round_trips() -> None:
     hello = parse_hello(json.dumps(hello_of(ReferenceAdapter(), examples=5, batch_size=30)))
     assert (hello.engine, hello.examples, hello.batch_size) == ("reference", 5, 30)
