@@ -10,7 +10,8 @@ or repeat data is one step away, intents are redirected to reach it (`_Drawing.r
 `snapshot` intent); `COVERAGE` and `coverage` name those states and their floors
 (conformance/coverage.py).
 
-The checker's hooks (conformance/areas/__init__.py): `rules_for`, and for FREE adapters
+The checker's hooks (conformance/areas/__init__.py): `rules_for`, `rules_for_events` (the rule a
+difference shows broken: conformance/areas/async_io_blame.py), and for FREE adapters
 `free_checkable`, `order_graph`, `output_keys` and `FREE_MULTISETS`.  FREE checking is defined
 only for schedules without timers and without checkpoints, crashes or restores (no timeout, no
 retry, no checkpoint/crash/restore step), without errors or null results, and in which every
@@ -27,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
+from flink_semantics.conformance.areas.async_io_blame import rules_for_events
 from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.async_io import BACKOFF, DONE, IN_FLIGHT, STALLED, AsyncIoModel
 from flink_semantics.spec.adapter import FREE, unsupported
@@ -54,6 +56,7 @@ from flink_semantics.spec.schedule import Event, Schedule, ScheduleError, Step, 
 from hypothesis import strategies as st
 
 AREA = "async_io"
+__all__ = ["rules_for_events"]  # the checker's hook, from async_io_blame
 
 # --------------------------------------------------------------------------
 # The checker's hooks
