@@ -43,7 +43,6 @@ import org.apache.flink.runtime.state.VoidNamespaceSerializer;
 import org.apache.flink.runtime.state.heap.HeapKeyedStateBackend;
 import org.apache.flink.runtime.state.heap.HeapKeyedStateBackendBuilder;
 import org.apache.flink.runtime.state.heap.HeapPriorityQueueSetFactory;
-import org.apache.flink.runtime.state.memory.MemCheckpointStreamFactory;
 import org.apache.flink.runtime.state.metrics.LatencyTrackingStateConfig;
 import org.apache.flink.runtime.state.metrics.SizeTrackingStateConfig;
 import org.apache.flink.runtime.state.ttl.TtlTimeProvider;
@@ -52,10 +51,10 @@ import org.apache.flink.runtime.state.ttl.TtlTimeProvider;
  * The running job of a key groups schedule: per subtask, Flink's heap keyed state backend
  * ({@link HeapKeyedStateBackend}, one per key type, as a backend has one key serializer) holding a
  * value state "sum" per key, and Flink's {@link DefaultOperatorStateBackend} holding the operator
- * list states. A checkpoint is the backends' own snapshots (to memory,
- * {@link MemCheckpointStreamFactory}) gathered in {@link OperatorState}s as the checkpoint
- * coordinator gathers them; a restore hands them to new backends as {@link StateAssignmentOperation}
- * assigns them (KG-13, KG-14) and {@link RoundRobinOperatorStateRepartitioner} repartitions them
+ * list states. A checkpoint is the backends' own snapshots (to memory, {@link NamedMemoryStreams}:
+ * MemCheckpointStreamFactory with handles named by checkpoint, operator and subtask) gathered in
+ * {@link OperatorState}s as the checkpoint coordinator gathers them; a restore hands them to new
+ * backends as {@link StateAssignmentOperation} assigns them (KG-13, KG-14) and {@link RoundRobinOperatorStateRepartitioner} repartitions them
  * (KG-17..KG-21). Backends are built when a subtask first needs one (a job may have 32768 subtasks).
  */
 final class KeyGroupsJob {
@@ -236,7 +235,6 @@ final class KeyGroupsJob {
     /** Every backend's snapshot, gathered per operator as the checkpoint coordinator does. */
     Checkpoint checkpoint(long id) throws Exception {
         registerEverywhere();
-        MemCheckpointStreamFactory streams = new MemCheckpointStreamFactory(Integer.MAX_VALUE);
         CheckpointOptions options = CheckpointOptions.forCheckpointWithDefaultLocation();
         Map<String, OperatorState> keyedStates = new TreeMap<>();
         for (String type : TYPES) {
@@ -244,6 +242,7 @@ final class KeyGroupsJob {
                     maxParallelism);
             for (int i = 0; i < parallelism; i++) {
                 HeapKeyedStateBackend<Object> backend = keyed.get(i).get(type);
+                NamedMemoryStreams streams = new NamedMemoryStreams("checkpoint " + id + "/keyed " + type + "/" + i);
                 KeyedStateHandle handle = backend == null ? null : done(backend.snapshot(id, id, streams, options));
                 if (handle != null) {
                     state.putState(i, OperatorSubtaskState.builder().setManagedKeyedState(handle).build());
@@ -255,6 +254,7 @@ final class KeyGroupsJob {
                 maxParallelism);
         for (int i = 0; i < parallelism; i++) {
             DefaultOperatorStateBackend backend = operator.get(i);
+            NamedMemoryStreams streams = new NamedMemoryStreams("checkpoint " + id + "/operator/" + i);
             OperatorStateHandle handle = backend == null ? null : done(backend.snapshot(id, id, streams, options));
             if (handle != null) {
                 operatorState.putState(i, OperatorSubtaskState.builder().setManagedOperatorState(handle).build());
