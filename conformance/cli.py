@@ -76,7 +76,8 @@ def add_schedule_arguments(parser: argparse.ArgumentParser, adapter_required: bo
                         help="the schedule's JSON file, or - for standard input")
     parser.add_argument("--json", metavar="TEXT", help="the schedule as JSON text (instead of a file)")
     parser.add_argument("--adapter", required=adapter_required, metavar="NAME",
-                        help=f"the adapter: a built-in one ({', '.join(sorted(BUILTIN))}) or module:factory")
+                        help=f"the adapter: a built-in one ({', '.join(sorted(BUILTIN))}), module:factory, "
+                             "or 'process:<command line>' (docs/process-protocol.md)")
 
 
 def check_adapter_name(spec: str | None) -> None:

@@ -2,7 +2,8 @@
 
 Options:
   --adapter NAME                  the adapter under test: a built-in name (conformance/registry.py)
-                                  or module:factory; default $CONFORMANCE_ADAPTER.  A session that
+                                  module:factory, or process:<command line> (an engine speaking
+                                  docs/process-protocol.md); default $CONFORMANCE_ADAPTER.  A session that
                                   collects the suite's tests without one is a usage error.
   --areas A,B                     run only these areas (default: every area)
   --conformance-report PATH       write the per-rule verdicts as JSON (conformance/verdicts.py)
@@ -564,8 +565,9 @@ class _State:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "Flink semantics conformance suite")
     group.addoption("--adapter", default=None, metavar="NAME",
-                    help=f"adapter under test: {', '.join(sorted(BUILTIN))} or module:factory "
-                         "(default: $CONFORMANCE_ADAPTER; required to run the suite)")
+                    help=f"adapter under test: {', '.join(sorted(BUILTIN))}, module:factory, or "
+                         "'process:<command line>' (default: $CONFORMANCE_ADAPTER; required to run "
+                         "the suite)")
     group.addoption("--conformance-profile", default=None, choices=tuple(PROFILES),
                     help="the suite's hypothesis settings: default (derandomized, 100 examples a "
                          "property) or thorough (random seeds, 1000); default $CONFORMANCE_PROFILE or "
@@ -726,7 +728,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if state.spec is None and any("conformance" in getattr(i, "fixturenames", ()) for i in items):
         raise pytest.UsageError(
             f"the conformance suite needs an adapter: --adapter NAME with a built-in one "
-            f"({', '.join(sorted(BUILTIN))}) or module:factory (or $CONFORMANCE_ADAPTER)")
+            f"({', '.join(sorted(BUILTIN))}), module:factory, or process:<command line> "
+            f"(or $CONFORMANCE_ADAPTER)")
     for item in items:
         if is_property(item) and is_suite_item(item):
             apply_settings(item, state)
