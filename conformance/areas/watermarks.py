@@ -11,9 +11,9 @@ that both halves of Flink 2.3.0's valve bug show.  `COVERAGE` and `coverage` nam
 where engines get watermarks wrong, and their floors (conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
-(SCRIPTED); a FREE adapter cannot be checked on them (`free_checkable` is False); a valve's output
-that differs right after a reader's status names the rule of the valve's answer to it
-(`rules_for_events`).
+(SCRIPTED); a FREE adapter cannot be checked on them (`free_checkable` is False); a difference
+names the rule it shows broken, the others it may concern inconclusive (`rules_for_events`,
+conformance/areas/watermarks_blame.py).
 
 `monotonic_problems` states WM-7, WM-11 and WM-18 on a trace directly: within one attempt of the
 job, what each reader sends and what the valve emits strictly increase.  The properties hold the
@@ -26,7 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
+from flink_semantics.conformance.areas import (
+    Blame,
+    never_free,
+    no_order_graph,
+    no_output_keys,
+    rules_from,
+    watermarks_blame,
+)
 from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.watermarks import Model
 from flink_semantics.spec.adapter import unsupported
@@ -71,27 +78,14 @@ rules_for = rules_from(_RULES)  # the rules a divergence in these event kinds co
 
 
 def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
-                     observed: Sequence[Event]) -> tuple[str, ...]:
-    """A valve's output that differs where the reference's follows a reader's status in the same
-    step (its watermark, or the IDLE a flush comes before): the valve's answer to that status, WM-19
-    for IDLE (the channel leaves the minimum; the last one flushes the maximum), WM-20 for ACTIVE
-    (the channel comes back, aligned or not, and the minimum is re-derived), and WM-21 too for a
-    status.  The reader events before it are equal (it is the first difference), and a valve's
-    channels move only with them (WM-17), so the valve's answer to the status is what differs.
-    Anything else: the kinds' rules."""
-    if len(expected) != 1 or expected[0].event not in ("output_watermark", "output_status"):
-        return ()
-    if expected[0].event == "output_status" and not any(e.event == "output_watermark" for e in observed):
-        return ()
-    from flink_semantics.reference import expected_trace
+                     observed: Sequence[Event]) -> tuple[str, ...] | Blame:
+    """The rule a difference between these events of one step shows broken, and those it may
+    concern but does not single out (conformance/areas/watermarks_blame.py: read against the
+    spec's rules and the reference model's state at the difference); anything no diagnosis
+    explains: the kinds' rules."""
+    return watermarks_blame.blame(schedule, step, expected, observed) or ()
 
-    events = [e for e in expected_trace(schedule).events if e.step == step]
-    cause = next((e for e in reversed(events[:events.index(expected[0])])
-                  if e.event in ("status", "watermark")), None)
-    if cause is None or cause.event != "status":
-        return ()
-    status = ("WM-21",) if expected[0].event == "output_status" else ()
-    return ("WM-19" if cause.idle else "WM-20", *status)
+
 # Every event of this area is placed by the schedule's steps: compared exactly, never FREE.
 free_checkable, order_graph, output_keys = never_free, no_order_graph, no_output_keys
 FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
