@@ -1,5 +1,8 @@
 package org.flinksemantics.engine;
 
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -7,6 +10,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.runtime.checkpoint.OperatorState;
+import org.apache.flink.runtime.checkpoint.StateAssignmentOperation;
+import org.apache.flink.runtime.executiongraph.ExecutionJobVertex;
+import org.apache.flink.runtime.executiongraph.InternalExecutionGraphAccessor;
 import org.apache.flink.runtime.jobgraph.JobVertex;
 import org.apache.flink.runtime.scheduler.SchedulerBase;
 import org.apache.flink.runtime.scheduler.VertexParallelismInformation;
@@ -24,9 +31,10 @@ import org.apache.flink.util.MathUtils;
  * computes the key group again and refuses a key outside its range (KG-5, KG-6). The parallelism and
  * maximum parallelism of a job are what Flink's scheduler settles
  * ({@link SchedulerBase#computeVertexParallelismStore}: KG-9, KG-10), bounded by
- * KeyGroupRangeAssignment's checks (KG-8, C1); a restore makes Flink's checks in Flink's order (C7):
- * Checkpoints.loadAndValidateCheckpoint's (KG-16) then StateAssignmentOperation's (KG-15), both on
- * the new job's {@link VertexParallelismInformation}. Checkpoints and restores: {@link KeyGroupsJob}.
+ * KeyGroupRangeAssignment's checks (KG-8, C1); a restore makes Flink's checks in Flink's order (C7)
+ * on the new job's {@link ExecutionJobVertex}: Checkpoints.loadAndValidateCheckpoint's condition
+ * (KG-16), then StateAssignmentOperation's own checkParallelismPreconditions (KG-15, and the vertex
+ * taking the checkpoint's maximum parallelism). Checkpoints and restores: {@link KeyGroupsJob}.
  */
 public final class KeyGroupsEngine implements AreaEngine {
 
@@ -60,7 +68,7 @@ public final class KeyGroupsEngine implements AreaEngine {
         }
         int parallelism = ((Number) config.getOrDefault("parallelism", 1)).intValue();
         Integer explicit = integer(config.get("max_parallelism"));
-        VertexParallelismInformation settled;
+        ExecutionJobVertex settled;
         try {
             settled = settle(parallelism, explicit);
         } catch (IllegalArgumentException e) {  // KG-8, C1: Flink refuses the job's configuration
@@ -90,12 +98,13 @@ public final class KeyGroupsEngine implements AreaEngine {
     }
 
     /**
-     * The parallelism and maximum parallelism of a job vertex as Flink's scheduler settles them: the
-     * explicit maximum or computeDefaultMaxParallelism's (KG-9, KG-10), and whether it may take a
-     * checkpoint's (canRescaleMaxParallelism, KG-16). Throws IllegalArgumentException with Flink's
-     * message when KeyGroupRangeAssignment's checks refuse the parallelisms (KG-8).
+     * The new job's keyed vertex, an ExecutionJobVertex (never scheduled) whose parallelism and maximum
+     * parallelism are what Flink's scheduler settles: the explicit maximum or
+     * computeDefaultMaxParallelism's (KG-9, KG-10), and whether it may take a checkpoint's
+     * (canRescaleMaxParallelism, KG-16). Throws IllegalArgumentException with Flink's message when
+     * KeyGroupRangeAssignment's checks refuse the parallelisms (KG-8).
      */
-    static VertexParallelismInformation settle(int parallelism, Integer explicit) {
+    static ExecutionJobVertex settle(int parallelism, Integer explicit) throws Exception {
         KeyGroupRangeAssignment.checkParallelismPreconditions(parallelism);
         if (explicit != null) {
             KeyGroupRangeAssignment.checkParallelismPreconditions(explicit);
@@ -109,7 +118,29 @@ public final class KeyGroupsEngine implements AreaEngine {
                 .getParallelismInfo(vertex.getID());
         // "Maximum parallelism must not be smaller than parallelism."
         KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(info.getMaxParallelism(), parallelism, 0);
-        return info;
+        return new ExecutionJobVertex(NO_GRAPH, vertex, info, null, null);
+    }
+
+    /** The execution graph of a vertex that is never scheduled: ExecutionJobVertex's constructor keeps it
+     * and asks it nothing (glue; the checks below ask the vertex only). */
+    static final InternalExecutionGraphAccessor NO_GRAPH = (InternalExecutionGraphAccessor) Proxy.newProxyInstance(
+            KeyGroupsEngine.class.getClassLoader(), new Class<?>[] {InternalExecutionGraphAccessor.class},
+            (proxy, method, args) -> {
+                throw new UnsupportedOperationException("no execution graph: " + method.getName());
+            });
+
+    /** StateAssignmentOperation's private static checkParallelismPreconditions(OperatorState,
+     * ExecutionJobVertex), the check assignStates makes per restored operator. */
+    static final Method CHECK_PARALLELISM;
+
+    static {
+        try {
+            CHECK_PARALLELISM = StateAssignmentOperation.class.getDeclaredMethod("checkParallelismPreconditions",
+                    OperatorState.class, ExecutionJobVertex.class);
+            CHECK_PARALLELISM.setAccessible(true);
+        } catch (NoSuchMethodException e) {
+            throw new ExceptionInInitializerError(e);
+        }
     }
 
     /** One schedule's run: the job, its latest checkpoint, the events. */
@@ -173,9 +204,9 @@ public final class KeyGroupsEngine implements AreaEngine {
 
         /** KG-8, KG-16, KG-15 (C7); then the new job from the checkpoint (KG-13, KG-14, KG-17..KG-21). */
         void restore(int index, int parallelism, Integer explicit) throws Exception {
-            VertexParallelismInformation info;
+            ExecutionJobVertex vertex;
             try {
-                info = settle(parallelism, explicit);
+                vertex = settle(parallelism, explicit);
             } catch (IllegalArgumentException e) {
                 events.add(AreaEngine.event(index, "restore_refused", "reason", REFUSED_PARALLELISM));
                 return;
@@ -183,25 +214,27 @@ public final class KeyGroupsEngine implements AreaEngine {
             KeyGroupsJob.Checkpoint c = checkpoint;
             if (c != null) {
                 int stored = c.maxParallelism();
-                // Checkpoints.loadAndValidateCheckpoint: "Max parallelism mismatch between checkpoint/savepoint
-                // state and new program" unless the new vertex may take the stored maximum (KG-16)
-                if (info.getMaxParallelism() != stored && !info.canRescaleMaxParallelism(stored)) {
+                // Checkpoints.loadAndValidateCheckpoint's condition: "Max parallelism mismatch between
+                // checkpoint/savepoint state and new program" unless the vertex may take the stored maximum (KG-16)
+                if (vertex.getMaxParallelism() != stored && !vertex.canRescaleMaxParallelism(stored)) {
                     events.add(AreaEngine.event(index, "restore_refused", "reason", REFUSED_MAX_CHANGED));
                     return;
                 }
-                // StateAssignmentOperation.checkParallelismPreconditions: "The state for task ... can not be
-                // restored. The maximum parallelism ... of the restored state is lower than the configured
-                // parallelism" (KG-15); then the vertex takes the stored maximum
-                if (stored < info.getParallelism()) {
+                // StateAssignmentOperation.checkParallelismPreconditions: "The maximum parallelism ... of the
+                // restored state is lower than the configured parallelism" (KG-15); else the vertex takes
+                // the stored maximum
+                try {
+                    CHECK_PARALLELISM.invoke(null, c.operator(), vertex);
+                } catch (InvocationTargetException e) {
+                    if (!(e.getCause() instanceof IllegalStateException)) {
+                        throw e;
+                    }
                     events.add(AreaEngine.event(index, "restore_refused", "reason", REFUSED_ABOVE_MAX));
                     return;
                 }
-                if (info.getMaxParallelism() != stored) {
-                    info.setMaxParallelism(stored);
-                }
             }
             job.stop();
-            job = new KeyGroupsJob(info.getParallelism(), info.getMaxParallelism(), pyflinkKeys,
+            job = new KeyGroupsJob(vertex.getParallelism(), vertex.getMaxParallelism(), pyflinkKeys,
                     c == null ? Map.of() : c.modes());
             if (c != null) {
                 job.restore(c);
