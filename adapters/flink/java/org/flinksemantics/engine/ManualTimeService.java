@@ -1,0 +1,145 @@
+package org.flinksemantics.engine;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Delayed;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
+import org.apache.flink.streaming.runtime.tasks.ProcessingTimeService;
+import org.apache.flink.util.clock.Clock;
+import org.apache.flink.util.clock.ManualClock;
+
+/**
+ * A task's processing time on the schedule's virtual clock (glue for Flink's
+ * {@link ProcessingTimeService}, which the task's timer thread drives in Flink): timers fire only
+ * when {@link #advance} moves the clock past them, the earliest first, ties in the order they were
+ * registered (spec/schedules.md, "Timers"), with the clock ({@link ManualClock}) set to each one's
+ * time. The clock starts at a large offset, as a machine's clock does, never at 0.
+ */
+final class ManualTimeService implements ProcessingTimeService {
+
+    static final long START_MS = 1_000_000_000L;
+
+    private final ManualClock clock = new ManualClock(START_MS * 1_000_000L);
+    private final List<Timer> timers = new ArrayList<>();
+
+    /** A timer, periodic when its period is positive. */
+    final class Timer implements ScheduledFuture<Object> {
+        final ProcessingTimeCallback callback;
+        long due;
+        final long period;
+        boolean cancelled;
+
+        Timer(ProcessingTimeCallback callback, long due, long period) {
+            this.callback = callback;
+            this.due = due;
+            this.period = period;
+        }
+
+        @Override
+        public long getDelay(TimeUnit unit) {
+            return unit.convert(due - getCurrentProcessingTime(), TimeUnit.MILLISECONDS);
+        }
+
+        @Override
+        public int compareTo(Delayed other) {
+            return Long.compare(getDelay(TimeUnit.MILLISECONDS), other.getDelay(TimeUnit.MILLISECONDS));
+        }
+
+        @Override
+        public boolean cancel(boolean interrupt) {
+            cancelled = true;
+            return true;
+        }
+
+        @Override
+        public boolean isCancelled() {
+            return cancelled;
+        }
+
+        @Override
+        public boolean isDone() {
+            return cancelled;
+        }
+
+        @Override
+        public Object get() {
+            return null;
+        }
+
+        @Override
+        public Object get(long timeout, TimeUnit unit) {
+            return null;
+        }
+    }
+
+    @Override
+    public long getCurrentProcessingTime() {
+        return clock.absoluteTimeMillis();
+    }
+
+    @Override
+    public Clock getClock() {
+        return clock;
+    }
+
+    /** Schedule time: ms since the start. */
+    long now() {
+        return getCurrentProcessingTime() - START_MS;
+    }
+
+    @Override
+    public ScheduledFuture<?> registerTimer(long time, ProcessingTimeCallback callback) {
+        Timer t = new Timer(callback, time, 0);
+        timers.add(t);
+        return t;
+    }
+
+    @Override
+    public ScheduledFuture<?> scheduleAtFixedRate(ProcessingTimeCallback callback, long initialDelay, long period) {
+        Timer t = new Timer(callback, getCurrentProcessingTime() + initialDelay, period);
+        timers.add(t);
+        return t;
+    }
+
+    @Override
+    public ScheduledFuture<?> scheduleWithFixedDelay(ProcessingTimeCallback callback, long initialDelay, long period) {
+        return scheduleAtFixedRate(callback, initialDelay, period);
+    }
+
+    @Override
+    public java.util.concurrent.CompletableFuture<Void> quiesce() {
+        timers.forEach(t -> t.cancel(false));
+        return java.util.concurrent.CompletableFuture.completedFuture(null);
+    }
+
+    /** Moves the clock by ms, firing every timer due on the way (spec/schedules.md, "Timers"). */
+    void advance(long ms) throws Exception {
+        long target = getCurrentProcessingTime() + ms;
+        while (true) {
+            timers.removeIf(t -> t.cancelled);
+            Timer next = null;
+            for (Timer t : timers) {
+                if (t.due <= target && (next == null || t.due < next.due)) {
+                    next = t;
+                }
+            }
+            if (next == null) {
+                break;
+            }
+            setTime(next.due);
+            if (next.period > 0) {
+                next.due += next.period;
+            } else {
+                next.cancelled = true;
+            }
+            next.callback.onProcessingTime(getCurrentProcessingTime());
+        }
+        setTime(target);
+    }
+
+    private void setTime(long ms) {
+        clock.advanceTime(ms - getCurrentProcessingTime(), TimeUnit.MILLISECONDS);
+    }
+}
