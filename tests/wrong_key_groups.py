@@ -20,6 +20,13 @@ from flink_semantics.reference.key_groups import (
     route,
     spark_hash_bytes,
     spark_hash_int,
+    within_bounds,
+)
+from flink_semantics.spec.areas.key_groups import (
+    REFUSED_ABOVE_MAX,
+    REFUSED_MAX_CHANGED,
+    REFUSED_PARALLELISM,
+    RestoreStep,
 )
 
 from tests.wrong_area import WrongArea
@@ -122,22 +129,66 @@ class MovesSingleKeys(WrongKeyGroups):
     model = _MovesSingleKeys
 
 
-# ---- split state dealt one element at a time instead of in contiguous chunks (breaks KG-17, AIO-49)
+# ---- split state dealt one element at a time instead of in contiguous chunks (breaks KG-17, AIO-49):
+# on a rescale each receiver, served from the start the rotation gives (KG-21), takes every p-th
+# element, so its count is KG-17's and only the contiguity differs
 
 
 class _SplitOneByOne(Model):
     def redistribute_operator(self, old: OperatorState, parallelism: int) -> OperatorState:
         new = repartition_operator_state(old, self.modes, parallelism)
-        for name, mode in self.modes.items():
-            if mode == "split":
-                elements = [e for s in old for e in s.get(name, [])]
-                for i, s in enumerate(new):
-                    s[name] = elements[i::parallelism]
+        if parallelism == len(old):
+            return new  # KG-20: nothing is dealt out
+        start = 0
+        for name in sorted(n for n, m in self.modes.items() if m == "split"):
+            elements = [e for s in old for e in s.get(name, [])]
+            for i in range(parallelism):
+                new[(start + i) % parallelism][name] = elements[i::parallelism]
+            if len(elements) % parallelism:  # KG-21: the next name starts where the extras ran out
+                start = (start + len(elements) % parallelism) % parallelism
         return new
 
 
 class SplitOneByOne(WrongKeyGroups):
     model = _SplitOneByOne
+
+
+# ---- KG-15 checked before KG-16 (breaks C7's order, so KG-16): a restore above the checkpoint's
+# maximum parallelism with a changed maximum is refused as above the maximum, not for the change
+
+
+class _AboveMaxBeforeMaxChanged(Model):
+    def _refusal(self, s: RestoreStep) -> str | None:
+        if not within_bounds(s.parallelism, s.max_parallelism):
+            return REFUSED_PARALLELISM
+        c = self.checkpoint
+        if c is not None and s.parallelism > c.max_parallelism:
+            return REFUSED_ABOVE_MAX
+        if c is not None and s.max_parallelism is not None and s.max_parallelism != c.max_parallelism:
+            return REFUSED_MAX_CHANGED
+        return None
+
+
+class AboveMaxBeforeMaxChanged(WrongKeyGroups):
+    model = _AboveMaxBeforeMaxChanged
+
+
+# ---- KG-8's bounds checked last (breaks C7's order, so KG-8): a restore out of bounds that also
+# changes the maximum or exceeds the checkpoint's is refused for that, not as out of bounds
+
+
+class _BoundsLast(Model):
+    def _refusal(self, s: RestoreStep) -> str | None:
+        c = self.checkpoint
+        if c is not None and s.max_parallelism is not None and s.max_parallelism != c.max_parallelism:
+            return REFUSED_MAX_CHANGED
+        if c is not None and s.parallelism > c.max_parallelism:
+            return REFUSED_ABOVE_MAX
+        return None if within_bounds(s.parallelism, s.max_parallelism) else REFUSED_PARALLELISM
+
+
+class BoundsLast(WrongKeyGroups):
+    model = _BoundsLast
 
 
 # The registry (`strength`, tests/test_wrong_key_groups.py): the property that
@@ -151,5 +202,7 @@ MUTANTS = [
     Mutant("UnionSplit", "test_operator_state_on_rescale", "KG-18"),
     Mutant("MovesSingleKeys", "test_keyed_state_on_rescale", "KG-13"),
     Mutant("SplitOneByOne", "test_operator_state_on_rescale", "KG-17"),
+    Mutant("AboveMaxBeforeMaxChanged", "test_restore_refusals", "KG-16"),
+    Mutant("BoundsLast", "test_restore_refusals", "KG-8"),
     Mutant("SplitOneByOne", "test_in_flight_elements_on_rescale", "AIO-49", area="async_io"),
 ]

@@ -1,14 +1,14 @@
 """The conformance part of the key groups area: strategies, invariants, and the checker's hooks.
 
-Strategies draw valid schedules step by step (KG-32 holds by construction): keyed updates of int,
-long and string keys (empty, non-ASCII and astral-plane strings among them, and strings with
-unpaired surrogates and with pairs written as two code points, KG-34), operator state in the
-three modes, checkpoints and restores at parallelisms up and down (to 1 and to the maximum
-parallelism), some of them refused.  `Features` says which parts a property uses;
-`Features.restrict` drops what an adapter cannot run.  With operator state and rescaling, some
-integers draw a compound `burst` (elements of several names, a checkpoint, a restore), so that the
-rare states where engines lose or repeat state are reached: `COVERAGE` and `coverage` name them and
-their floors (conformance/coverage.py).
+Strategies (conformance/areas/key_groups_strategies.py, `schedules` and `Features` re-exported
+here) draw valid schedules step by step with hypothesis' own composition (KG-32 holds by
+construction): keyed updates of int, long and string keys (empty, non-ASCII and astral-plane
+strings among them, and strings with unpaired surrogates and with pairs written as two code points,
+KG-34), operator state in the three modes, checkpoints and restores at parallelisms up and down (to
+1 and to the maximum parallelism), some of them refused for one, two or all three of C7's causes.
+With operator state and rescaling, some blocks are a `burst` (elements of several names, a
+checkpoint, a restore), so that the rare states where engines lose or repeat state are reached:
+`COVERAGE` and `coverage` name them and their floors (conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
 (SCRIPTED); a FREE adapter cannot be checked on them.  `rules_for_events`
@@ -21,17 +21,15 @@ range holds its key group, and the split state per new subtask differs by at mos
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from typing import Any
 
 from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
-from flink_semantics.conformance.areas.key_groups_blame import IN_FLIGHT, rules_for_events
+from flink_semantics.conformance.areas.key_groups_blame import IN_FLIGHT, refusal_causes, rules_for_events
+from flink_semantics.conformance.areas.key_groups_strategies import Features, schedules
 from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.key_groups import Model, operator_index
-from flink_semantics.spec.adapter import unsupported
 from flink_semantics.spec.areas.key_groups import (
-    MANY_SUBTASKS,
     AddStateStep,
     CheckpointStep,
     KeyGroupsConfig,
@@ -74,7 +72,7 @@ def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
 
 
 free_checkable, order_graph, output_keys = never_free, no_order_graph, no_output_keys
-__all__ = ["rules_for_events"]  # the checker's hook, from key_groups_blame
+__all__ = ["Features", "rules_for_events", "schedules"]  # from key_groups_blame, key_groups_strategies
 FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
 
 
@@ -178,6 +176,9 @@ ROTATION = "split state of several names rescaled with its extra elements rotati
 BROADCAST_UP = "broadcast state restored at a higher parallelism"
 REFUSED_GOES_ON = "a refused restore followed by updates of the running job"
 LONE_SURROGATE = "a string key with an unpaired surrogate, which has no UTF-8 form"
+# Combinations of refusal causes (C7 refuses for the first failing check: KG-8, KG-16, KG-15)
+MAX_CHANGED_AND_ABOVE = "a restore refused with a changed maximum, above the checkpoint's maximum (C7: KG-16)"
+THREE_CAUSES = "a restore out of bounds, with a changed maximum and above the checkpoint's maximum (C7: KG-8)"
 
 # State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
 # with `pytest conformance/test_key_groups.py conformance/test_coverage.py --adapter reference
@@ -188,6 +189,8 @@ COVERAGE = {
     ROTATION: 0.015,  # (3.3%) test_operator_state_on_rescale, test_restore_refusals: `burst`
     BROADCAST_UP: 0.012,  # (2.5%) the same
     REFUSED_GOES_ON: 0.02,  # (4.2%) test_restore_refusals
+    MAX_CHANGED_AND_ABOVE: 0.004,  # (?) test_restore_refusals, test_pyflink_rescale: CAUSES
+    THREE_CAUSES: 0.002,  # (?) the same
     LONE_SURROGATE: 0.03,  # (6.5% of 4881) KG-34: string keys of every property that draws updates
 }
 
@@ -217,6 +220,11 @@ def _states(schedule: Schedule, model: Model) -> list[str]:
         events = model.apply(i, s)
         if isinstance(s, RestoreStep) and events and events[0].event == "restore_refused":
             refused = True
+            causes = refusal_causes(model, s)  # a refusal leaves the model as it was (C8)
+            if {"KG-16", "KG-15"} <= set(causes):
+                found.add(MAX_CHANGED_AND_ABOVE)  # C7: KG-16 is checked before KG-15
+            if len(causes) == 3:
+                found.add(THREE_CAUSES)  # C7: KG-8's bounds first
         elif isinstance(s, UpdateStep) and refused and events and events[0].event == "routed":
             found.add(REFUSED_GOES_ON)  # KG-15, KG-16: the running job goes on unchanged
         if before is None or not events or events[0].event != "restored" or before.parallelism == p:
@@ -244,160 +252,6 @@ def _states(schedule: Schedule, model: Model) -> list[str]:
 # --------------------------------------------------------------------------
 # Strategies
 # --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Features:
-    """Which parts of the vocabulary a strategy uses."""
-
-    spark_hash: bool = False
-    pyflink_hash: bool = False  # the pyflink profile only (KG-33)
-    operator_state: bool = False
-    rescale: bool = False
-    explicit_max: bool = True  # configurations may fix the maximum parallelism
-    refusals: bool = False  # restores that break KG-8, KG-15 or KG-16
-    restore: bool = True  # checkpoints and restores at the same parallelism
-    many_subtasks: bool = True  # restores to more than 16 subtasks
-    lone_surrogates: bool = True  # string keys with unpaired surrogates (KG-34)
-    max_steps: int = 16
-
-    def restrict(self, capabilities: Mapping[str, str | None], completion_order: str) -> Features:
-        """These features without the ones the adapter does not support."""
-        ok = lambda cap: unsupported(capabilities, f"key_groups.{cap}") is None  # noqa: E731
-        return replace(self, spark_hash=self.spark_hash and ok("spark_hash"),
-                       pyflink_hash=self.pyflink_hash and ok("pyflink_hash"),
-                       operator_state=self.operator_state and ok("operator_state"),
-                       restore=self.restore and ok("restore"),
-                       many_subtasks=self.many_subtasks and ok("many_subtasks"),
-                       lone_surrogates=self.lone_surrogates and ok("lone_surrogates"),
-                       rescale=self.rescale and ok("rescale") and ok("restore"))
-
-
-# Keys: small ints and longs (so that keys repeat and sums grow), extremes, and strings of every
-# width (empty, ASCII of every length modulo 4, Latin-1, CJK, astral-plane), and (KG-34) strings with
-# unpaired surrogates, "?" (what Spark makes of one, KG-26) and a pair written as two code points
-# (the step holds its character, "\U0001F600").
-PLAIN_STRINGS = ("", "a", "ab", "abc", "abcd", "abcde", "é", "héllo", "日本", "\U0001F600", "x\U0001F600y",
-                 "ÿÿÿ", "key-42", "?", "\ud83d\ude00")
-LONE_STRINGS = ("\ud800", "a\udfffé", "\udc00\ud800")
-STRINGS = PLAIN_STRINGS + LONE_STRINGS
-# one to four UTF-8 bytes, one or two UTF-16 units; the two surrogates pair when they meet in that order
-PLAIN_CHARS = "aZ0 -é\u00ff\u0100日\uffff\U0001F600\U00010000"
-CHARS = PLAIN_CHARS + "\ud800\udc00"
-INT_KEYS = (0, 1, 2, 3, 7, -1, 42, 2**31 - 1, -(2**31))
-LONG_KEYS = (0, 1, 7, -1, 2**32, 2**32 + 1, 2**63 - 1, -(2**63), 123456789012)
-TYPES = ("int", "long", "string")
-NAMES = ("a", "b", "c", "d")
-FIRST_MODE = ("split", "split", "union", "broadcast")
-REFUSED = ((0, None), (None, None), (2, 1), (1, None), (1, 40000), (40000, None))  # None: max + 1, max x 2
-
-# Every step is one integer drawn by hypothesis (as in the watermarks area: few draws per schedule,
-# and shrinking an integer towards 0 picks the plainest step, an update of the int key 0).
-CONFIG_BITS = st.integers(0, 2**16 - 1)
-STEP_BITS = st.lists(st.integers(0, 2**40 - 1), min_size=1, max_size=40)
-
-
-def key_of(n: int, lone_surrogates: bool = True) -> tuple[int | str | None, str]:
-    """A key and its type from an integer: one in about thirty is null; strings with unpaired
-    surrogates only when `lone_surrogates`."""
-    type_, n = TYPES[n % 3], n // 3
-    if n % 30 == 29:
-        return None, type_
-    n //= 30
-    if type_ == "int":
-        return INT_KEYS[n % len(INT_KEYS)], type_
-    if type_ == "long":
-        return LONG_KEYS[n % len(LONG_KEYS)], type_
-    strings, alphabet = (STRINGS, CHARS) if lone_surrogates else (PLAIN_STRINGS, PLAIN_CHARS)
-    if n % 3 < 2:
-        return strings[(n // 3) % len(strings)], type_
-    n //= 3
-    length, n = n % 6, n // 6
-    chars = []
-    for _ in range(length):
-        chars.append(alphabet[n % len(alphabet)])
-        n //= len(alphabet)
-    return "".join(chars), type_
-
-
-def config_of(n: int, f: Features) -> KeyGroupsConfig:
-    parallelism = (1, 2, 3, 4, 5, 8)[n % 6]
-    n //= 6
-    max_p = None
-    if f.explicit_max and n % 2:
-        options = [m for m in (parallelism, 8, 10, 16, 128) if m >= parallelism]
-        max_p = options[(n // 2) % len(options)]
-    n //= 10
-    if f.pyflink_hash:
-        return KeyGroupsConfig(parallelism, max_p, "pyflink")
-    return KeyGroupsConfig(parallelism, max_p, "spark" if f.spark_hash and n % 2 else "flink")
-
-
-def step_of(n: int, f: Features, config: KeyGroupsConfig, modes: dict[str, str]) -> Step | list[Step]:
-    """The step an integer picks (a list: the steps of a compound one, `burst`)."""
-    pick, n = n % 10, n // 10
-    if pick <= 4 or (pick <= 6 and not f.operator_state) or (pick >= 7 and not f.restore):
-        key, type_ = key_of(n // 5, f.lone_surrogates)
-        return UpdateStep(key, type_, 1 + n % 5)
-    if pick == 6 and f.rescale and n % 4 == 3:
-        return burst(n // 4, f, config, modes)
-    if pick <= 6:
-        name = NAMES[n % 4]
-        mode = modes.setdefault(name, FIRST_MODE[(n // 4) % 4])
-        return AddStateStep((n // 16) % 10, name, (n // 160) % 100, mode)
-    if pick == 7:
-        return CheckpointStep()
-    return restore_of(n, f, config)
-
-
-def burst(n: int, f: Features, config: KeyGroupsConfig, modes: dict[str, str]) -> list[Step]:
-    """Four to seven elements of two split names over the subtasks, two of a broadcast name (those
-    whose mode allows it), a checkpoint and a restore: the split names' extra elements rotate
-    (KG-17, KG-21), the broadcast copies are dealt out anew (KG-19)."""
-    splits = [x for x in NAMES if modes.get(x, "split") == "split"][:2]
-    broadcast = [x for x in NAMES if modes.get(x) == "broadcast"] or \
-        [x for x in NAMES if x not in modes and x not in splits]
-    steps: list[Step] = []
-    for j in range(4 + n % 4) if splits else ():
-        modes.setdefault(splits[j % len(splits)], "split")
-        steps.append(AddStateStep(j, splits[j % len(splits)], (n + j) % 100, "split"))
-    for j in range(2) if broadcast else ():
-        modes.setdefault(broadcast[0], "broadcast")
-        steps.append(AddStateStep(j, broadcast[0], (n // 4 + j) % 100, "broadcast"))
-    return [*steps, CheckpointStep(), restore_of(n // 4, f, config)]
-
-
-def restore_of(n: int, f: Features, config: KeyGroupsConfig) -> RestoreStep:
-    """A restore: at the configured parallelism without rescaling, else at a drawn one (with
-    refusals, now and then one that breaks KG-8, KG-15 or KG-16)."""
-    max_p = config.max_parallelism or 128
-    if not f.rescale:
-        return RestoreStep(config.parallelism, None)
-    # Up and down, to 1 and to the maximum parallelism; to 128 subtasks only now and then: a restore
-    # lists every subtask's range and operator state, so a large one is costly.
-    p = (1, 2, 3, 4, 6, min(max_p, 16), max_p)[n % 7]
-    n //= 7
-    if p > 16 and (n % 4 or not f.many_subtasks):
-        p = 5
-    n //= 4
-    if f.refusals and n % 4 == 0:
-        p0, m = REFUSED[(n // 4) % len(REFUSED)]
-        if p0 is None and max_p + 1 > MANY_SUBTASKS and not f.many_subtasks:
-            p0, m = 1, None  # not above a large maximum (a job without a checkpoint would start it): KG-16
-        return RestoreStep(max_p + 1 if p0 is None else p0, max_p * 2 if (p0, m) == (1, None) else m)
-    return RestoreStep(p, None)
-
-
-@st.composite
-def schedules(draw: Any, f: Features) -> Schedule:
-    """A valid key groups schedule using the features."""
-    config = config_of(draw(CONFIG_BITS), f)
-    modes: dict[str, str] = {}
-    steps: list[Step] = []
-    for n in draw(STEP_BITS)[: f.max_steps]:
-        step = step_of(n, f, config, modes)
-        steps += step if isinstance(step, list) else [step]
-    return Schedule(AREA, config, tuple(steps))
 
 
 def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:

@@ -266,7 +266,7 @@ def _refusal_blame(model: Model, s: RestoreStep, e: Event | None, o: Event | Non
     observed one's possible; a reason that does not hold: that reason's rule."""
     want = RULE_OF_REASON.get(e.reason) if e is not None and e.event == "restore_refused" else None
     got = RULE_OF_REASON.get(o.reason) if o is not None and o.event == "restore_refused" else None
-    holds = _refusal_causes(model, s)
+    holds = refusal_causes(model, s)
     if want is None and got is None:
         return NOTHING
     if want is None:
@@ -276,7 +276,7 @@ def _refusal_blame(model: Model, s: RestoreStep, e: Event | None, o: Event | Non
     return Blame((got,), (want,))
 
 
-def _refusal_causes(model: Model, s: RestoreStep) -> tuple[str, ...]:
+def refusal_causes(model: Model, s: RestoreStep) -> tuple[str, ...]:
     """Every check of C7 that this restore fails (KG-8 bounds, KG-16, KG-15), in C7's order."""
     c = model.checkpoint
     causes = []
@@ -347,12 +347,20 @@ def _mode_in(schedule: Schedule, name: str) -> str | None:
 
 def _split_blame(c: Snapshot, p: int, o: Event) -> Blame:
     """A split name's list on subtask `o.subtask`: a contiguous chunk of the old order of KG-17's
-    size from some start subtask (another start than the rotation's) breaks KG-21 alone, or KG-18
-    when it is the chunk a rotation counting the union names as split ones gives; no such chunk,
-    KG-17."""
+    size from some start subtask (another start than the rotation's, which gives the lists before
+    it that matched too) breaks KG-21 alone, or KG-18 when it is the chunk a rotation counting the
+    union names as split ones gives; no such chunk, KG-17."""
     elements = [x for state in c.operator for x in state.get(o.name, [])]
     got = sorted(o.elements)
-    if o.subtask >= p or not any(got == sorted(_chunk(elements, p, start, o.subtask)) for start in range(p)):
+    # The lists of the name on the subtasks before matched (the first difference is here): a start
+    # must give those too.
+    shown = [sorted(state.get(o.name, [])) for state in repartition_operator_state(c.operator, c.modes, p)]
+
+    def dealt_from(start: int) -> bool:
+        return all(sorted(_chunk(elements, p, start, i)) == (got if i == o.subtask else shown[i])
+                   for i in range(o.subtask + 1))
+
+    if o.subtask >= p or not any(dealt_from(start) for start in range(p)):
         return Blame(("KG-17",), ("KG-21",))
     union_as_split = {n: "split" if m == "union" else m for n, m in c.modes.items()}
     if "union" in c.modes.values():
