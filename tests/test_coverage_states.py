@@ -169,6 +169,12 @@ KEY_GROUPS = {
         op("update", key=1), op("checkpoint"), op("restore", parallelism=8), op("update", key=1)),
     key_groups.LONE_SURROGATE: schedule(  # KG-34: no restore needed
         "key_groups", {"parallelism": 2}, op("update", key="a\ud800", type="string")),
+    key_groups.MAX_CHANGED_AND_ABOVE: schedule(  # KG-16's example of C7: 200 > 128, 256 is not 128
+        "key_groups", {"parallelism": 2}, op("checkpoint"),
+        op("restore", parallelism=200, max_parallelism=256)),
+    key_groups.THREE_CAUSES: schedule(  # and 300 > 256 (KG-8)
+        "key_groups", {"parallelism": 2}, op("checkpoint"),
+        op("restore", parallelism=300, max_parallelism=256)),
 }
 KEY_GROUPS_NONE = schedule(  # a rescale, but without keyed state, of one split name
     "key_groups", {"parallelism": 2},
