@@ -14,7 +14,8 @@ states where engines lose or repeat results, and their floors (conformance/cover
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
 (SCRIPTED), the keys of one bundle in any order (the descriptor's `free_key_order`, MB-9); a FREE
-adapter cannot be checked on them.
+adapter cannot be checked on them.  Which rule a difference shows broken: `rules_for_events`
+(conformance/areas/mini_batch_blame.py).
 
 The invariants state MB-31 and MB-32 on traces: `final_results` (the changelog applied as upserts
 and deletes), `compaction_problems` (each key's mini-batch results a subsequence of its per-row
@@ -28,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys
+from flink_semantics.conformance.areas.mini_batch_blame import rules_for_events as rules_for_events
 from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.mini_batch import Acc, Model
 from flink_semantics.spec.adapter import unsupported
