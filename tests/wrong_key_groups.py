@@ -15,6 +15,7 @@ from flink_semantics.reference.key_groups import (
     OperatorState,
     int32,
     java_hash_code,
+    java_utf8_bytes,
     operator_index,
     repartition_operator_state,
     route,
@@ -153,6 +154,64 @@ class SplitOneByOne(WrongKeyGroups):
     model = _SplitOneByOne
 
 
+# ---- split names each served from subtask 0, without the rotation (breaks KG-21): the first
+# subtasks take the extra element of every name
+
+
+class _NoRotation(Model):
+    def redistribute_operator(self, old: OperatorState, parallelism: int) -> OperatorState:
+        new = repartition_operator_state(old, self.modes, parallelism)
+        for name, mode in self.modes.items():
+            if mode == "split" and parallelism != len(old):
+                alone = repartition_operator_state(old, {name: "split"}, parallelism)  # from subtask 0
+                for i, s in enumerate(new):
+                    s[name] = alone[i][name]
+        return new
+
+
+class NoRotation(WrongKeyGroups):
+    model = _NoRotation
+
+
+# ---- Spark's hash of a string with the standard Murmur3 tail (breaks KG-26): the 1 to 3 bytes after
+# the last whole word gathered into one little-endian word, not mixed one by one
+
+
+def _textbook_murmur3(data: bytes, seed: int) -> int:
+    """Murmur3 x86_32 as its authors wrote it, a signed 32-bit int."""
+    m = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    def k1(k: int) -> int:
+        return (rotl((k * 0xCC9E2D51) & m, 15) * 0x1B873593) & m
+
+    h = seed
+    n = len(data) - len(data) % 4
+    for i in range(0, n, 4):
+        h = (rotl(h ^ k1(int.from_bytes(data[i:i + 4], "little")), 13) * 5 + 0xE6546B64) & m
+    if data[n:]:
+        h ^= k1(int.from_bytes(data[n:], "little"))
+    h ^= len(data)
+    for shift, factor in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        h = ((h ^ (h >> shift)) * factor) & m
+    return int32(h ^ (h >> 16))
+
+
+class _TextbookMurmurTail(Model):
+    def route(self, key: int | str | None, type_: str) -> tuple[int, int, int]:
+        if self.profile != "spark" or type_ != "string" or key is None:
+            return super().route(key, type_)
+        h = _textbook_murmur3(java_utf8_bytes(str(key)), 42)
+        kg = h % self.max_parallelism
+        return h, kg, operator_index(self.max_parallelism, self.parallelism, kg)
+
+
+class TextbookMurmurTail(WrongKeyGroups):
+    model = _TextbookMurmurTail
+
+
 # ---- KG-15 checked before KG-16 (breaks C7's order, so KG-16): a restore above the checkpoint's
 # maximum parallelism with a changed maximum is refused as above the maximum, not for the change
 
@@ -202,6 +261,8 @@ MUTANTS = [
     Mutant("UnionSplit", "test_operator_state_on_rescale", "KG-18"),
     Mutant("MovesSingleKeys", "test_keyed_state_on_rescale", "KG-13"),
     Mutant("SplitOneByOne", "test_operator_state_on_rescale", "KG-17"),
+    Mutant("NoRotation", "test_operator_state_on_rescale", "KG-21"),
+    Mutant("TextbookMurmurTail", "test_spark_hash", "KG-26"),
     Mutant("AboveMaxBeforeMaxChanged", "test_restore_refusals", "KG-16"),
     Mutant("BoundsLast", "test_restore_refusals", "KG-8"),
     Mutant("SplitOneByOne", "test_in_flight_elements_on_rescale", "AIO-49", area="async_io"),
