@@ -262,6 +262,62 @@ CASES: dict[str, tuple[dict[str, Any], str, str, str, tuple[str, ...], tuple[str
         @0 invoke r0 #1
         @2 checkpoint 1 [r0, w5]
         """, ("AIO-7",), ("AIO-6", "AIO-9")),
+    # r1 waits at the full queue from 0 and is admitted at 5 (AIO-59's example, shorter): its deadline
+    # is 15, not 10.
+    "a timeout from arrival": ({"capacity": 1, "timeout": 10, "on_timeout": "ignore"}, """
+        record 7
+        record 8
+        advance 5
+        complete r0 [70]
+        advance 5
+        """, """
+        @0 invoke r0 #1
+        @3 emit r0 70 ts=-
+        @3 invoke r1 #1
+        """, """
+        @0 invoke r0 #1
+        @3 emit r0 70 ts=-
+        @3 invoke r1 #1
+        @4 timeout r1
+        """, ("AIO-59",), ("AIO-2",)),
+    # AIO-27's example, the handler called again.
+    "a second timeout": ({"timeout": 50, "on_timeout": "ignore"}, """
+        record 7
+        advance 50
+        advance 100
+        """, """
+        @0 invoke r0 #1
+        @1 timeout r0
+        """, """
+        @0 invoke r0 #1
+        @1 timeout r0
+        @2 timeout r0
+        """, ("AIO-27",), ()),
+    "a timeout after completion": ({"timeout": 10}, """
+        record 7
+        complete r0 [70]
+        advance 10
+        """, """
+        @0 invoke r0 #1
+        @1 emit r0 70 ts=-
+        """, """
+        @0 invoke r0 #1
+        @1 emit r0 70 ts=-
+        @2 timeout r0
+        @2 fail r0 timeout
+        """, ("AIO-31",), ("AIO-32",)),
+    # AIO-2's example, the deadline passed by.
+    "a missed timeout": ({"timeout": 50}, """
+        record 7
+        advance 49
+        advance 1
+        """, """
+        @0 invoke r0 #1
+        @2 timeout r0
+        @2 fail r0 timeout
+        """, """
+        @0 invoke r0 #1
+        """, ("AIO-27",), ("AIO-2",)),
     # AIO-51's example with the first status held in the queue behind r0.
     "a status queued": ({"capacity": 1}, """
         record 7

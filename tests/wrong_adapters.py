@@ -16,11 +16,11 @@ from dataclasses import replace
 from flink_semantics.adapters.reference import ReferenceAdapter
 from flink_semantics.conformance.areas.async_io import record_states
 from flink_semantics.conformance.strength import Mutant
-from flink_semantics.reference.async_io import DONE, AsyncIoModel
+from flink_semantics.reference.async_io import DONE, AsyncIoModel, Snapshot
 from flink_semantics.spec.adapter import SCRIPTED, AdapterError
 from flink_semantics.spec.area import all_capabilities
-from flink_semantics.spec.areas.async_io import CompleteStep, RestoreStep
-from flink_semantics.spec.schedule import Schedule, Trace
+from flink_semantics.spec.areas.async_io import AsyncIoConfig, CompleteStep, RecordStep, RestoreStep
+from flink_semantics.spec.schedule import Event, Schedule, ScheduleError, Step, Trace, validate_schedule
 
 
 class ReferenceWrapper:
@@ -103,6 +103,48 @@ def completions(schedule: Schedule) -> dict[int, list[int]]:
             done.setdefault(r, []).append(i)
         before = now
     return done
+
+
+class _ArrivalTimeouts(AsyncIoModel):
+    """The reference model with a record's timeout measured from its arrival in the input channel (its
+    `record` step, or the restore that puts it back), not from its admission."""
+
+    def __init__(self, config: AsyncIoConfig) -> None:
+        self.arrived: dict[int, int] = {}
+        super().__init__(config)
+
+    def apply(self, index: int, step: Step) -> list[Event]:
+        if isinstance(step, RecordStep):
+            self.arrived[len(self._inputs)] = self.now
+        return super().apply(index, step)
+
+    def _start_incarnation(self, capacity: int, stored: Snapshot) -> None:
+        super()._start_incarnation(capacity, stored)
+        self.arrived.update({x: self.now for kind, x in stored if kind == "record"})
+
+    def _admit(self, record_id: int) -> None:
+        super()._admit(record_id)
+        record = self._admitted[record_id]
+        if self.config.timeout > 0:
+            self._cancel(record.timeout_timer)
+            record.admitted_at = self.arrived.get(record_id, record.admitted_at)
+            deadline = record.admitted_at + self.config.timeout
+            record.timeout_timer = self._add_timer(deadline, "timeout", record)
+
+
+class TimeoutFromArrival(ReferenceWrapper):
+    """Starts a record's timeout when it arrives, not when it is admitted (breaks AIO-59): seen only
+    when a record waits at a full queue under a timeout, a combination the generators draw."""
+
+    def run(self, schedule: Schedule) -> Trace:
+        if schedule.area != "async_io" or schedule.config.timeout <= 0:
+            return super().run(schedule)
+        try:
+            validate_schedule(schedule)
+        except ScheduleError:
+            return super().run(schedule)  # refused configurations: the reference's rejection
+        model = _ArrivalTimeouts(schedule.config)
+        return Trace(tuple(e for i, s in enumerate(schedule.steps) for e in model.apply(i, s)))
 
 
 class NoTimeouts(ReferenceWrapper):
@@ -244,4 +286,5 @@ MUTANTS = [
     Mutant("CapacityOffByOne", "test_capacity_and_admission", "AIO-7", area="async_io"),
     Mutant("OrderedAsUnordered", "test_ordered_mode", "AIO-12", area="async_io"),
     Mutant("RecordPassesWatermark", "test_unordered_mode", "AIO-13", area="async_io"),
+    Mutant("TimeoutFromArrival", "test_timeouts", "AIO-59", area="async_io"),
 ]

@@ -207,6 +207,10 @@ SMALLER_RESTORE = "restore to a capacity below the snapshot's stored count"
 AT_DEADLINE = "an outcome exactly at the record's timeout deadline"
 END_DURING_BACKOFF = "end of input taken while a record waits for a retry"
 RESTORED_COMPLETED = "restore of a snapshot holding records completed before it"
+# Combinations (issue 32, item 6): two parts of the vocabulary at once, where their rules meet.
+WAITED_TIMEOUT = "a timeout fires for a record admitted after it waited at a full queue"
+STORED_IN_BACKOFF = "a checkpoint stores a record waiting for a retry"
+ERROR_AFTER_TIMEOUT = "an error completes a record whose timeout the handler ignored"
 
 # State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
 # with `pytest conformance/test_async_io.py conformance/test_coverage.py --adapter reference
@@ -219,6 +223,10 @@ COVERAGE = {
     AT_DEADLINE: 0.006,  # (1.4%) test_timeouts, test_retries: `ignore`, advances to the next timer
     END_DURING_BACKOFF: 0.004,  # (0.8%) test_retries, test_checkpoint_and_restore
     RESTORED_COMPLETED: 0.007,  # (1.4%) test_checkpoint_and_restore
+    # Combinations, measured the same way (7417 schedules):
+    WAITED_TIMEOUT: 0.0025,  # (0.5%) AIO-59 with AIO-7: test_timeouts, test_retries (`advance`, input waits)
+    STORED_IN_BACKOFF: 0.0013,  # (0.27%) AIO-41 with AIO-44: test_checkpoint_and_restore
+    ERROR_AFTER_TIMEOUT: 0.004,  # (0.85%) AIO-30 with AIO-23: test_timeouts, test_checkpoint_and_restore
 }
 
 
@@ -245,8 +253,16 @@ def _states(schedule: Schedule) -> list[str]:
     found: set[str] = set()
     snapshots: dict[int, tuple[tuple[str, int], ...]] = {}
     completed: dict[int, bool] = {}  # checkpoint id -> its snapshot holds records complete when taken
+    arrived: dict[int, int] = {}  # record -> the time it entered the input channel
+    ignored: set[int] = set()  # records whose timeout the handler ignored, in this incarnation
     for i, s in enumerate(schedule.steps):
         states = record_states(model)
+        if isinstance(s, RecordStep):
+            arrived[len(arrived)] = model.now
+        if isinstance(s, ErrorStep) and s.record in ignored and states.get(s.record) == IN_FLIGHT:
+            found.add(ERROR_AFTER_TIMEOUT)  # AIO-30, then AIO-23
+        if isinstance(s, RestoreStep):  # AIO-46: restored records enter the channel again
+            ignored, arrived = set(), {r: model.now for r in arrived}
         done = {r for r, state in states.items() if state == DONE}
         waiting = BACKOFF in states.values() or STALLED in states.values()
         if isinstance(s, (CompleteStep, ErrorStep)) and c.timeout > 0 and states.get(s.record) == IN_FLIGHT:
@@ -260,6 +276,14 @@ def _states(schedule: Schedule) -> list[str]:
                 found.add(RESTORED_COMPLETED)
         ended = model.ended
         for e in model.apply(i, s):
+            if e.event == "timeout" and e.record in model._admitted:
+                if model._admitted[e.record].admitted_at > arrived[e.record]:  # AIO-59, AIO-7
+                    found.add(WAITED_TIMEOUT)
+                if c.on_timeout == "ignore":
+                    ignored.add(e.record)
+            if e.event == "checkpoint" and any(states.get(x) in (BACKOFF, STALLED) for kind, x in e.snapshot
+                                               if kind == "record"):
+                found.add(STORED_IN_BACKOFF)  # AIO-41, AIO-44
             if e.event == "checkpoint":
                 snapshots[e.id] = e.snapshot
                 # AIO-44, AIO-45: records done before this step are complete when the barrier is
@@ -463,16 +487,22 @@ class _Drawing:
         """The op an intent makes: its own, except where a rare state is one step away and the
         intent would most likely pass it by (conformance/coverage.py): after a failure every intent
         restores; after a timeout the handler ignored, half the intents complete that record (at
-        or after its deadline, AIO-30); while a record waits for a retry, a third end the input
-        (AIO-39)."""
+        or after its deadline, AIO-30), a quarter of them with an error (AIO-23) when errors are
+        drawn; while a record waits for a retry, a third end the input (AIO-39) and a fifth take a
+        checkpoint (AIO-41); with timeouts, while input waits at a full queue, a quarter of the intents for
+        more input advance the clock instead (AIO-59: a timeout runs from admission)."""
         m, f = self.model, self.f
         if f.checkpoints and not m.alive:
             return "restore"
         if intent[1] % 2 and self.late():
-            return "complete"
+            return "error" if f.errors and intent[1] % 4 == 3 else "complete"
+        if intent[1] % 5 == 2 and f.checkpoints and not self.ended and BACKOFF in record_states(m).values():
+            return "checkpoint"  # a snapshot storing a record that waits for a retry (AIO-41, AIO-44)
         if intent[1] % 3 == 1 and f.retries and f.end and not f.drain and not self.ended \
                 and BACKOFF in record_states(m).values():
             return "end"
+        if intent[1] % 4 == 3 and f.timeouts and m.waiting_inputs() and op in ("record", "watermark"):
+            return "advance"  # time passes while input waits at a full queue (AIO-59)
         return op
 
     def snapshot(self, intent: Intent) -> None:
