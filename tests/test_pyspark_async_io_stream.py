@@ -197,8 +197,9 @@ def test_a_micro_batch_commits_after_the_calls_in_flight(spark: Any, tmp_path: P
 
 
 def test_injected_task_failures_leave_the_traces_unchanged(spark: Any, tmp_path: Path) -> None:
-    """Every source task fails once, half-way through its partition (chaos.arm share 1): Spark runs
-    it again from the same offsets, and the traces are the hand-written ones, as unarmed."""
+    """Every source task fails in its first three attempts, a quarter, half and three quarters
+    through its partition (chaos.arm share 1, depth 3, as the fault runs): Spark runs it again from
+    the same offsets each time, and the traces are the hand-written ones, as unarmed."""
     from flink_semantics.adapters.pyspark import chaos
     from flink_semantics.adapters.pyspark.async_io.stream import run_many
 
@@ -210,7 +211,7 @@ def test_injected_task_failures_leave_the_traces_unchanged(spark: Any, tmp_path:
     (tmp_path / "plain").mkdir()
     (tmp_path / "armed").mkdir()
     unarmed = run_many(spark, schedules, tmp_path / "plain")
-    chaos.arm(tmp_path / "armed", 1.0)
+    chaos.arm(tmp_path / "armed", 1.0, depth=3)
     armed = run_many(spark, schedules, tmp_path / "armed")
     for s, want, a, b in zip(schedules, expected, unarmed, armed):
         assert_trace("unarmed", s, a, want)
