@@ -57,16 +57,6 @@ ASYNC_IO = {
         op("record", value=1), op("watermark", timestamp=1), op("record", value=2),
         op("complete", record=1, result=[5]), op("checkpoint", id=1), op("crash"),
         op("restore", checkpoint=1)),
-    # r1 arrives at 0 behind r0, is admitted at 5 when r0 completes, and times out at 15 (AIO-59).
-    async_io.WAITED_TIMEOUT: schedule(
-        "async_io", {"capacity": 1, "timeout": 10, "on_timeout": "ignore"},
-        *_TWO_RECORDS, op("advance", ms=5), op("complete", record=0, result=[1]), op("advance", ms=10)),
-    async_io.STORED_IN_BACKOFF: schedule(
-        "async_io", {"capacity": 5, "timeout": 100, "retry": _RETRY},
-        op("record", value=1), op("complete", record=0, result=[]), op("checkpoint", id=1)),
-    async_io.ERROR_AFTER_TIMEOUT: schedule(
-        "async_io", {"capacity": 5, "timeout": 10, "on_timeout": "ignore"},
-        op("record", value=1), op("advance", ms=10), op("error", record=0, message="late")),
 }
 ASYNC_IO_NONE = schedule(
     "async_io", {"mode": "ordered", "capacity": 5, "timeout": 10},
@@ -148,6 +138,27 @@ WATERMARKS = {
         op("record", split=0, ts=16), op("record", split=1, ts=10), _TICK, op("record", split=1, ts=10),
         _TICK, op("record", split=1, ts=10), _TICK, op("record", split=2, ts=5), _TICK,
         op("record", split=2, ts=5), _TICK, op("record", split=0, ts=26), _TICK),
+    # r1 (99) is blocked at 14 while r0 falls silent and goes idle.
+    watermarks.IDLE_HELD: schedule("watermarks", {**_ALIGNED, "idleness": 10}, *_AHEAD, op("tick", ms=50)),
+    # s2 (99) goes idle while s0 keeps r0 at 9; the round's allowed maximum is 14.
+    watermarks.IDLE_ABOVE: schedule(
+        "watermarks", {**_ALIGNED, "idleness": 10},
+        *_TWO_READERS, op("add_split", reader=0, split=2), op("record", split=0, ts=10),
+        op("record", split=1, ts=10), op("record", split=2, ts=100), _TICK,
+        *[o for _ in range(3) for o in (op("record", split=0, ts=10), op("record", split=1, ts=10), _TICK)],
+        op("align")),
+    # r0 at 14, r1 at 9, the drift 5: r0 is at the allowed maximum.
+    watermarks.AT_ALLOWED: schedule(
+        "watermarks", _ALIGNED,
+        *_TWO_READERS, op("record", split=0, ts=15), op("record", split=1, ts=10), _TICK, op("align")),
+    watermarks.IDLE_ADVANCES: schedule(  # WM-19's first example
+        "watermarks", {"readers": 2, "interval": 10, "idleness": 15},
+        *_TWO_READERS, op("record", split=0, ts=30), op("record", split=1, ts=10), _TICK,
+        op("record", split=0, ts=40), op("tick", ms=30)),
+    watermarks.OUT_OF_ORDER: schedule(
+        "watermarks", {},
+        op("add_split", reader=0, split=0), op("add_split", reader=0, split=1), op("record", split=0, ts=10),
+        op("record", split=1, ts=10), op("record", split=0, ts=5)),
 }
 WATERMARKS_NONE = schedule(
     "watermarks", {"readers": 2, "interval": 10, "idleness": 10, "max_drift": 50, "alignment_buffer": 0},

@@ -236,6 +236,29 @@ class BlocksWhenEqual(WrongWatermarks):
     model = _BlocksWhenEqual
 
 
+# ---- idle splits paused and resumed by alignment (breaks WM-26: in 2.3.0 they are neither)
+
+
+class _PausesIdleSplits(Model):
+    def _check_splits(self, reader: Reader) -> None:
+        idle = {split: state.idle for split, state in reader.splits.items()}
+        for state in reader.splits.values():
+            state.idle = False  # checked like the active ones
+        try:
+            super()._check_splits(reader)
+        finally:
+            for split, was in idle.items():
+                reader.splits[split].idle = was
+
+
+class PausesIdleSplits(WrongWatermarks):
+    """An alignment round pauses (and resumes) idle splits too, where 2.3.0 leaves them alone
+    (breaks WM-26).  Caught only where idleness and split alignment meet: a split idle while its
+    watermark is above the allowed maximum."""
+
+    model = _PausesIdleSplits
+
+
 # The registry (`strength`, tests/test_wrong_watermarks.py): the property that
 # must catch each mutant, and a rule its failure report must name.
 MUTANTS = [
@@ -246,4 +269,5 @@ MUTANTS = [
     Mutant("RestoresWatermarks", "test_failover", "WM-16"),
     Mutant("LazySplitOutputs", "test_generation_and_combination", "WM-4"),
     Mutant("BlocksWhenEqual", "test_alignment", "WM-25"),  # SHOULD: fails the run only with --strict
+    Mutant("PausesIdleSplits", "test_alignment", "WM-26"),  # SHOULD, as above
 ]

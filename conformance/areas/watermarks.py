@@ -5,7 +5,10 @@ parts of the vocabulary a property uses; `Features.restrict` drops what an adapt
 Every step is one integer drawn by hypothesis: shrinking it towards 0 picks the plainest step
 (a record with a small timestamp), and shrinking the list removes steps.  With alignment, some
 integers pick a compound option (`leap`: a split far ahead, then announcements) so that readers
-and splits are held, and failovers come while they are.  The valve's property draws rounds of
+and splits are held, and failovers come while they are; `edge` puts a reader exactly at the allowed
+maximum or one above it (WM-25's boundary), and `idle_leap` lets a split far ahead go idle before
+the announcements (idleness and split alignment together, WM-26).  Malformed schedules combine two
+causes too (`_refused_twice`), where the checks are ordered.  The valve's property draws rounds of
 records and silences instead, and some of them follow D1's relay among three readers (`_relay`), so
 that both halves of Flink 2.3.0's valve bug show.  `COVERAGE` and `coverage` name the rare states
 where engines get watermarks wrong, and their floors (conformance/coverage.py).
@@ -38,6 +41,7 @@ from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.watermarks import Model
 from flink_semantics.spec.adapter import unsupported
 from flink_semantics.spec.areas.watermarks import (
+    MAX_WATERMARK,
     MIN_WATERMARK,
     AddSplitStep,
     AlignStep,
@@ -125,6 +129,14 @@ RESTART_ALIGNED = "a failover while alignment holds a reader or a split"
 FLUSH_BELOW = ("the valve's last active channel goes idle below its output while an idle one holds a "
                "higher watermark")
 BACK_ALONE = "an idle channel back active moves the valve's output before its next watermark"
+# Combinations (issue 32 item 6): where two features meet.
+IDLE_HELD = "a reader idle while alignment holds another reader or a split (idleness and alignment)"
+IDLE_ABOVE = ("an idle split above the allowed maximum at an alignment check: neither paused nor resumed "
+              "(idleness and split alignment, WM-26)")
+AT_ALLOWED = "a reader's watermark exactly at the allowed maximum at a check: it goes on reading (WM-25)"
+IDLE_ADVANCES = "a channel going idle moves the valve's output up while another channel is active (WM-19)"
+OUT_OF_ORDER = ("a record below its split's highest timestamp while another split of its reader is "
+                "active (per-split generators and out-of-order timestamps, WM-2, WM-4)")
 
 # State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
 # with `pytest conformance/test_watermarks.py conformance/test_coverage.py --adapter reference
@@ -138,6 +150,12 @@ COVERAGE = {
     RESTART_ALIGNED: 0.01,  # (1.9%) test_monotonic_within_an_attempt: a failover after a `leap`
     FLUSH_BELOW: 0.009,  # (1.9%) test_valve's relay: where Flink 2.3.0 flushes nothing (D1)
     BACK_ALONE: 0.008,  # (1.7%) test_valve's relay: where Flink 2.3.0 stalls (D1)
+    # Combinations (issue 32 item 6), measured in the same run (4853 schedules):
+    IDLE_HELD: 0.003,  # (0.7%) test_alignment: `idle_leap`
+    IDLE_ABOVE: 0.012,  # (2.6%) test_alignment, test_monotonic_within_an_attempt: `idle_leap`
+    AT_ALLOWED: 0.004,  # (0.9%) the same: `edge`
+    IDLE_ADVANCES: 0.07,  # (14.6%) idleness with several readers
+    OUT_OF_ORDER: 0.11,  # (23.4%) records at drawn timestamps on several splits
 }
 
 
@@ -149,9 +167,11 @@ def _possible(schedule: Schedule) -> set[str]:
         out |= {ALL_IDLE, BACK_BELOW} if c.readers >= 2 else set()
         out |= {FLUSH_BELOW, BACK_ALONE} if c.readers >= 3 else set()  # D1: neither with two channels
         out |= {END_IDLE} if "end" in ops else set()
+        out |= {IDLE_ADVANCES} if c.readers >= 2 else set()
     if c.max_drift is not None and "align" in ops:
-        out |= {BLOCKED, PAUSED} | ({RESTART_ALIGNED} if "failover" in ops else set())
-    return out
+        out |= {BLOCKED, PAUSED, AT_ALLOWED} | ({RESTART_ALIGNED} if "failover" in ops else set())
+        out |= {IDLE_HELD, IDLE_ABOVE} if c.idleness is not None else set()
+    return out | {OUT_OF_ORDER}
 
 
 def coverage(schedule: Schedule) -> list[str]:
@@ -174,12 +194,22 @@ def _states(schedule: Schedule, model: Model, possible: set[str]) -> list[str]:
     sent: dict[int, int] = {}  # each reader's last watermark in this attempt: its channel's (WM-17)
     cause: tuple[Event, int] | None = None  # the step's last reader status since its last watermark,
     # and the valve's output before it: what the valve's outputs after it answer (WM-19, WM-20)
+    top: dict[int, int] = {}  # each split's highest timestamp so far
     for i, s in enumerate(schedule.steps):
         if found >= possible:
             break
+        if isinstance(s, RecordStep) and s.ts < top.get(s.split, s.ts) and _sibling_active(model, s.split):
+            found.add(OUT_OF_ORDER)  # WM-2, WM-4
+        if isinstance(s, RecordStep):
+            top[s.split] = max(top.get(s.split, s.ts), s.ts)
         cause = None
-        for e in model.apply(i, s):
+        events = model.apply(i, s)
+        if isinstance(s, AlignStep):
+            found |= _after_a_round(model)
+        for e in events:
             if e.event == "output_watermark":
+                if cause is not None and cause[0].idle and any(not c.idle for c in model.valve.channels):
+                    found.add(IDLE_ADVANCES)  # WM-19: the channel leaves the minimum
                 if cause is not None and not cause[0].idle:
                     found.add(BACK_ALONE)  # WM-20, D1: 2.3.0 waits for the channel's next watermark
                 output = e.value
@@ -188,6 +218,8 @@ def _states(schedule: Schedule, model: Model, possible: set[str]) -> list[str]:
                 if cause is not None and output > cause[1] and sent.get(cause[0].reader) != cause[1]:
                     found.add(FLUSH_BELOW)  # WM-19, D1: 2.3.0 flushes only from the channel at the output
             elif e.event == "status":
+                if e.idle and held and any(h != ("blocked", e.reader) for h in held):
+                    found.add(IDLE_HELD)
                 cause = (e, output)
                 if not e.idle:
                     back.add(e.reader)
@@ -210,6 +242,28 @@ def _states(schedule: Schedule, model: Model, possible: set[str]) -> list[str]:
                     found.add(RESTART_ALIGNED)  # WM-16: alignment starts afresh
                 output, back, held, sent = MIN_WATERMARK, set(), set(), {}
     return sorted(found)
+
+
+def _sibling_active(model: Model, split: int) -> bool:
+    """Whether another split of the split's reader is registered and not idle (in the model,
+    before the step)."""
+    reader = model.split_reader.get(split)
+    if reader is None:
+        return False
+    return any(s != split and not p.idle for s, p in model.readers[reader].mux.partials.items())
+
+
+def _after_a_round(model: Model) -> set[str]:
+    """The combinations an alignment round leaves (the model after its last checks): a reader whose
+    sampled watermark is the allowed maximum (WM-25's boundary), a split idle above it (WM-26)."""
+    out = set()
+    for reader in model.readers:
+        allowed = reader.max_allowed
+        if allowed != MAX_WATERMARK and reader.latest.oldest() == allowed:
+            out.add(AT_ALLOWED)
+        if any(state.idle and state.sampler.oldest() > allowed for state in reader.splits.values()):
+            out.add(IDLE_ABOVE)
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -293,6 +347,9 @@ class _Drawing:
             out.append((4, AlignStep()))
             if live:
                 out.append((1, lambda n: self.leap(live, n)))
+                out.append((1, lambda n: self.edge(live, n)))
+            if live and self.config.idleness is not None:
+                out.append((1, lambda n: self.idle_leap(live, n)))
         if self.f.failover:  # right after an announcement more often: readers and splits held (WM-16)
             out.append((4 if self.steps and isinstance(self.steps[-1], AlignStep) else 1, FailoverStep()))
         return out
@@ -308,6 +365,35 @@ class _Drawing:
         steps += [RecordStep(split, self.top + 21 + n % 8), TickStep(self.config.interval)]
         steps += [AlignStep()] * max(1, self.config.alignment_buffer)
         return steps + [FailoverStep()] if self.f.failover else steps
+
+    def _rounds_to_hold(self) -> list[Step]:
+        """A periodic interval, then announcements until the samplers hold what it sent (WM-22..WM-24)."""
+        return [TickStep(self.config.interval)] + [AlignStep()] * max(1, self.config.alignment_buffer)
+
+    def edge(self, live: list[int], n: int) -> list[Step]:
+        """A record on a live split of another reader at the highest timestamp so far, and one on a
+        live split exactly the drift above it, or one more (drawn): a reader at the allowed maximum
+        goes on reading, one above it stops (WM-25's boundary)."""
+        split = live[n % len(live)]
+        lows = [s for s in live if self.splits[s] != self.splits[split]] or [s for s in live if s != split]
+        steps: list[Step] = [RecordStep(lows[(n >> 3) % len(lows)], self.top)] if lows else []
+        drift = self.config.max_drift or 0
+        steps.append(RecordStep(split, self.top + drift + (n >> 6 & 1)))
+        return steps + self._rounds_to_hold()
+
+    def idle_leap(self, live: list[int], n: int) -> list[Step]:
+        """A split far ahead, then silent while another split (of its reader if it has one) goes on
+        at the highest timestamp so far, past the idleness timeout, then announcements: an idle split
+        above the allowed maximum, which alignment neither pauses nor resumes (WM-26), and an idle
+        reader while others are held (WM-14, WM-25)."""
+        split = live[n % len(live)]
+        siblings = [s for s in live if s != split and self.splits[s] == self.splits[split]]
+        talking = siblings or [s for s in live if s != split]
+        steps: list[Step] = [RecordStep(split, self.top + 21 + n % 8), TickStep(self.config.interval)]
+        for _ in range((self.config.idleness or 0) // max(self.config.interval, 1) + 2):
+            steps += [RecordStep(talking[(n >> 3) % len(talking)], self.top)] if talking else []
+            steps.append(TickStep(self.config.interval))
+        return steps + [AlignStep()] * max(1, self.config.alignment_buffer)
 
     def step(self, n: int) -> Step | list[Step]:
         """The option `n` picks, weighted (a step, or the steps of a compound option)."""
@@ -431,7 +517,9 @@ def malformed_schedules(draw: Any) -> Malformed:
     n = len(steps)
     kind = draw(st.sampled_from(("zero idleness", "negative drift", "unknown reader", "split added twice",
                                  "record of an unknown split", "record after finish", "align unaligned",
-                                 "end in the middle", "negative bound", "unknown op")))
+                                 "end in the middle", "negative bound", "unknown op", *_TWICE)))
+    if kind in _TWICE:
+        return _refused_twice(base, kind)
     if kind == "zero idleness":
         return Malformed(_with(base, {"idleness": 0}), None, "WM-28", kind)
     if kind == "negative drift":
@@ -457,6 +545,26 @@ def malformed_schedules(draw: Any) -> Malformed:
     if kind == "end in the middle":
         return Malformed(_with(base, steps=[{"op": "end"}, {"op": "tick", "ms": 1}]), 0, "WM-29", kind)
     return Malformed(_with(base, steps=[*steps, {"op": "emit", "value": 1}]), n, "SCH-1", "unknown op")
+
+
+# Two causes at once (issue 32 item 6), where the checks are ordered: a configuration's field types
+# (SCH-2) before what they mean (WM-28), the configuration before the steps, the steps in order.
+_TWICE = ("zero idleness and negative drift", "negative bound and zero idleness",
+          "zero idleness and an unknown reader", "align unaligned, then a record of an unknown split")
+
+
+def _refused_twice(base: Schedule, kind: str) -> Malformed:
+    steps = base.to_dict()["steps"]
+    n, unused = len(steps), len(steps) + 100
+    if kind == "zero idleness and negative drift":
+        return Malformed(_with(base, {"idleness": 0, "max_drift": -5}), None, "WM-28", kind)
+    if kind == "negative bound and zero idleness":
+        return Malformed(_with(base, {"bound": -1, "idleness": 0}), None, "SCH-2", kind)
+    if kind == "zero idleness and an unknown reader":
+        bad = {"op": "add_split", "reader": base.config.readers, "split": unused}
+        return Malformed(_with(base, {"idleness": 0}, [*steps, bad]), None, "WM-28", kind)
+    more = [{"op": "align"}, {"op": "record", "split": unused, "ts": 1}]
+    return Malformed(_with(base, {"max_drift": None}, [*steps, *more]), n, "WM-29", kind)
 
 
 # --------------------------------------------------------------------------
