@@ -57,6 +57,16 @@ ASYNC_IO = {
         op("record", value=1), op("watermark", timestamp=1), op("record", value=2),
         op("complete", record=1, result=[5]), op("checkpoint", id=1), op("crash"),
         op("restore", checkpoint=1)),
+    # r1 arrives at 0 behind r0, is admitted at 5 when r0 completes, and times out at 15 (AIO-59).
+    async_io.WAITED_TIMEOUT: schedule(
+        "async_io", {"capacity": 1, "timeout": 10, "on_timeout": "ignore"},
+        *_TWO_RECORDS, op("advance", ms=5), op("complete", record=0, result=[1]), op("advance", ms=10)),
+    async_io.STORED_IN_BACKOFF: schedule(
+        "async_io", {"capacity": 5, "timeout": 100, "retry": _RETRY},
+        op("record", value=1), op("complete", record=0, result=[]), op("checkpoint", id=1)),
+    async_io.ERROR_AFTER_TIMEOUT: schedule(
+        "async_io", {"capacity": 5, "timeout": 10, "on_timeout": "ignore"},
+        op("record", value=1), op("advance", ms=10), op("error", record=0, message="late")),
 }
 ASYNC_IO_NONE = schedule(
     "async_io", {"mode": "ordered", "capacity": 5, "timeout": 10},
