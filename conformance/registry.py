@@ -30,6 +30,9 @@ BUILTIN: dict[str, str] = {
     "spark-native": "flink_semantics.adapters.spark_native:SparkNativeAdapter",
     # Apache Flink itself, through PyFlink on a local mini-cluster (the `pyflink` extra).
     "pyflink": "flink_semantics.adapters.pyflink:PyFlinkAdapter",
+    # Apache Flink 2.3.0's own Java classes, driven by a Java engine (adapters/flink/) compiled with
+    # javac against the apache-flink jars, over the process protocol (docs/process-protocol.md).
+    "flink": "flink_semantics.adapters.flink:FlinkAdapter",
 }
 
 
