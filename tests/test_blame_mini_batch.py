@@ -5,6 +5,7 @@ each case must name is the one the spec's text states for that difference, worke
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -177,6 +178,9 @@ def test_one_global_finish_where_the_reference_has_two_breaks_mb10() -> None:
     got = [out(5, 0, "+I", 3, 7, 0, 7)]
     config = on(allow_latency=10, size=3, two_phase=True, ttl=True)
     assert blame(config, steps, 5, want, got) == Blame(("MB-10",))
+    # With update_before the reference's second change is -U then +U, both of the watermark's finish.
+    before = [want[0], out(5, 0, "-U", 2, 7, 0, 7), want[1]]
+    assert blame(replace(config, update_before=True), steps, 5, before, got) == Blame(("MB-10",))
 
 
 @pytest.mark.parametrize("observed", [[wm(2, 8)], []])

@@ -414,6 +414,12 @@ def _final(events: list[Event]) -> tuple[Any, ...] | None:
     return None if not last or last[-1].change == "-D" else tuple(last[-1].data[2:])
 
 
+def _last_change(events: list[Event]) -> int:
+    """Where a key's last change starts among its events (its `-U` with its `+U`)."""
+    i = len(events) - 1
+    return i - 1 if i > 0 and events[i].change == "+U" and events[i - 1].change == "-U" else i
+
+
 def _boundaries(d: Difference) -> Blame | None:
     """Each differing key ends with the same result, in fewer changes or in more than the
     reference's: bundles finished at other inputs.  Fewer, where the reference's earlier changes
@@ -424,7 +430,7 @@ def _boundaries(d: Difference) -> Blame | None:
     fewer = all(len(d.got[k]) < len(d.want[k]) for k in d.want)
     more = all(len(d.got[k]) > len(d.want[k]) for k in d.want)
     if fewer:
-        earlier = [_finish_of(d, e) for k in d.want for e in d.want[k][:-1]]
+        earlier = [_finish_of(d, e) for k in d.want for e in d.want[k][:_last_change(d.want[k])]]
         if earlier and all(f is not None and f.cause == SIZE for f in earlier):
             return Blame(("MB-10",))
     elif more:
