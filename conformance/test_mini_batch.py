@@ -100,13 +100,14 @@ def test_row_time_bundles(conformance: Conformance, data: st.DataObject) -> None
     check(conformance, data, "test_row_time_bundles")
 
 
-@pytest.mark.rule("MB-25", "MB-26")
+@pytest.mark.rule("MB-10", "MB-25", "MB-26")
 @pytest.mark.needs("mini_batch.two_phase", "scripted")
 @given(data=st.data())
 def test_local_global(conformance: Conformance, data: st.DataObject) -> None:
     """Two-phase aggregation: local bundles of rows reduced to one accumulator per key, sent in
-    first-arrival order into the global aggregation's bundles (counted in accumulators), merged
-    into the state's accumulators."""
+    first-arrival order into the global aggregation's bundles (counted in accumulators, finished as
+    soon as they reach the size, in the middle of a local flush at a watermark too), merged into
+    the state's accumulators."""
     check(conformance, data, "test_local_global")
 
 

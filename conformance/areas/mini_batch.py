@@ -3,12 +3,13 @@ hooks.
 
 Strategies draw valid schedules step by step: every changelog is well formed by construction (MB-27:
 a retraction takes back a value its key holds, or leads a key that never held one), no watermark
-or end of input comes while the input is idle, a restore follows a crash (MB-28).  Each step is
-one integer drawn by hypothesis, read against the schedule so far (few draws per schedule;
-shrinking an integer towards 0 picks the plainest step, `row k0 +I 0`); half the crashes come
-after two checkpoints and restore the older one.  Keys are longs, negative ones among them; a
-quarter of the schedules draw their keys and values near the long bounds, where sums wrap around
-(MB-30).  `Features` says which parts a property uses;
+or end of input comes while the input is idle, a restore follows a crash (MB-28).  A schedule is a
+hypothesis list of drawn steps (`intents`: a step kind, then each field from a strategy of its
+own), each made valid against the schedule so far (`_Draft`), so that shrinking removes any single
+step and simplifies any field towards the plainest (`row k0 +I`); a crash comes with its restore,
+from the latest checkpoint, an older one (two checkpoints taken first where fewer were) or none.
+Keys are longs, negative ones among them; a third of the schedules draw their keys and values near
+the long bounds, where sums wrap around (MB-30).  `Features` says which parts a property uses;
 `Features.restrict` drops what an adapter cannot run.  `COVERAGE` and `coverage` name the rare
 states where engines lose or repeat results, and their floors (conformance/coverage.py).
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys
+from flink_semantics.conformance.areas.mini_batch_blame import SIZE, WATERMARK, Replay
 from flink_semantics.conformance.areas.mini_batch_blame import rules_for_events as rules_for_events
 from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.mini_batch import Acc, Model
@@ -155,27 +157,38 @@ CRASH_BUFFERED = "a crash with rows buffered in an open bundle"
 RETRACTION_ACROSS = "two-phase: a retraction of a value accumulated in an earlier bundle"
 OLDER_RESTORE = "a restore from a checkpoint older than the latest"
 SUM_WRAPS = "a sum wraps around: a result differs from the one in unbounded integers"
+UPDATE_SPLIT = "an update's -U and the +U after it, of one key, in two bundles (a finish between them)"
+GLOBAL_SIZE_AT_WATERMARK = "two-phase: a local flush at a watermark fills the global bundle to its size"
+BOTH_REFUSED = "a configuration refused for its latency and its size at once (MB-2)"
 
-# State -> floor: the least share of the area's distinct schedules that must reach it.  Measured
-# with `pytest conformance/test_mini_batch.py conformance/test_coverage.py --adapter reference
-# --areas mini_batch` (4718 schedules; the share in parentheses), each floor about half of it; on
-# 5860 schedules, with a quarter of them near the long bounds, the shares were 4.5%, 2.7%, 4.3%, 1.3%
-# and 7.0% (the first four the same with no schedule near the bounds: those starve nothing).
+# State -> floor: the least share of the area's distinct schedules that must reach it, set at about
+# half of its share when it was added (the first five with integer-decoded steps); the share in
+# parentheses is `pytest conformance --adapter reference --areas mini_batch` with the steps drawn one
+# by one (6565 schedules, a third of them near the long bounds).
 # (A restore with a bundle open at its checkpoint cannot happen: MB-13 finishes bundles first.)
+# The last three are combinations (issue 32): retractions with bundle finishes, the global size
+# trigger with a watermark's flush, and both causes of MB-2.
 COVERAGE = {
-    EMPTIED_BY_WATERMARK: 0.03,  # (6.3%) every mini-batch property
-    CRASH_BUFFERED: 0.015,  # (3.2%) test_checkpoints_and_restores, test_everything_together
-    RETRACTION_ACROSS: 0.025,  # (5.6%) test_local_global, test_everything_together, test_equivalences
-    OLDER_RESTORE: 0.008,  # (1.8%) the checkpoint properties: two checkpoints, a crash, the older one
-    SUM_WRAPS: 0.035,  # (7.0%) every property: a quarter of the schedules draw values near the long bounds
+    EMPTIED_BY_WATERMARK: 0.03,  # (4.1%) every mini-batch property
+    CRASH_BUFFERED: 0.015,  # (2.9%) test_checkpoints_and_restores, test_everything_together
+    RETRACTION_ACROSS: 0.025,  # (3.2%) test_local_global, test_everything_together, test_equivalences
+    OLDER_RESTORE: 0.008,  # (2.1%) the checkpoint properties: a crash restored from the latest but one
+    SUM_WRAPS: 0.035,  # (5.6%) every property: a third of the schedules draw values near the long bounds
+    UPDATE_SPLIT: 0.01,  # (2.1%) MB-17, MB-20: an update cut by a finish
+    GLOBAL_SIZE_AT_WATERMARK: 0.007,  # (1.4%) test_local_global, test_everything_together, test_equivalences
+    BOTH_REFUSED: 0.009,  # (1.9%) test_configuration_validation: each field drawn on its own
 }
 
 
 def coverage(schedule: Schedule) -> list[str]:
     """The rare states of mini-batch aggregation a schedule reaches: from its steps, and from one run
-    of the reference model (its bundles and state read between steps) when mini-batch is on and a
-    crash or a retraction comes; none for a refused or malformed schedule."""
+    of the reference model (its bundles and state read between steps, and why each bundle finished:
+    `mini_batch_blame.Replay`) when mini-batch is on and a crash, a retraction or two phases come;
+    for a refused configuration, whether both of its fields are refused (MB-2); none for a malformed
+    schedule."""
     c: MiniBatchConfig = schedule.config
+    if c.enabled and c.allow_latency <= 0 and c.size <= 0:
+        return [BOTH_REFUSED]  # MB-2, both of its causes
     found: set[str] = set()
     taken = 0
     for s in schedule.steps:
@@ -186,7 +199,7 @@ def coverage(schedule: Schedule) -> list[str]:
     retractions = any(isinstance(s, RowStep) and s.kind in RETRACTIONS for s in schedule.steps)
     crashes = any(isinstance(s, CrashStep) for s in schedule.steps)
     validate_schedule(schedule)  # ScheduleError: none (conformance/coverage.py)
-    if c.enabled and (retractions or crashes):
+    if c.enabled and (retractions or crashes or c.two_phase):
         found |= _model_states(schedule)
     if _sum_wraps(schedule):
         found.add(SUM_WRAPS)  # MB-30
@@ -259,19 +272,31 @@ def _empties(model: Model) -> bool:
 
 
 def _model_states(schedule: Schedule) -> set[str]:
-    model = Model(schedule.config)
+    model = Replay(schedule.config)
     found: set[str] = set()
+    last: dict[int, str] = {}  # each key's last row kind in this incarnation
+    rows = model.local if model.two_phase else model.bundle
     for i, s in enumerate(schedule.steps):
         if isinstance(s, CrashStep) and (model.bundle.count or model.local.count):
             found.add(CRASH_BUFFERED)  # MB-29: those rows are lost
+        if isinstance(s, RestoreStep):
+            last = {}
+        if isinstance(s, RowStep):
+            if s.kind == "+U" and last.get(s.key) == "-U" and s.key not in rows.items:
+                found.add(UPDATE_SPLIT)  # MB-17, MB-20: the -U applied in a bundle of its own
+            last[s.key] = s.kind
         if isinstance(s, RowStep) and s.kind in RETRACTIONS and model.two_phase:
             local = sum(-1 if kind in RETRACTIONS else 1 for kind, _ in model.local.items.get(s.key, []))
             if local <= 0:
                 found.add(RETRACTION_ACROSS)  # MB-25, MB-26: a local accumulator below zero
         empties = bool(model.bundle.count or model.local.count) and _empties(model)
         events = model.apply(i, s)
+        rows = model.local if model.two_phase else model.bundle  # a restore opens new bundles
         if empties and any(e.event == "watermark" for e in events):
             found.add(EMPTIED_BY_WATERMARK)  # MB-12, MB-23
+    if any(f.phase == "global" and f.cause == SIZE and f.within is not None and f.within.cause == WATERMARK
+           for f in model.finishes):
+        found.add(GLOBAL_SIZE_AT_WATERMARK)  # MB-10, MB-12, MB-25: the global size trigger inside a flush
     return found
 
 
@@ -308,33 +333,112 @@ class Features:
 
 LATENCIES = (10, 10, 5, 1, 100, 3)
 SIZES = (3, 2, 1, 5, 100, 4, 8)
+# Two-phase: global bundles of two or three accumulators half the time, so that a local flush at a
+# watermark often fills one in its middle (GLOBAL_SIZE_AT_WATERMARK: MB-10 with MB-12).
+TWO_PHASE_SIZES = (3, 2, 3, 2, 1, 5, 100, 4, 8)
 LONG_MIN, LONG_MAX = LONG_RANGE
-# Key 0 the most frequent (skew), and four others: longs, negative ones among them; values.
+# Key 0 the most frequent (skew: half the rows), and four others: longs, negative ones among them.
 KEYS = (1, 2, -1, 3)
 VALUES = (0, 1, 2, 3, 5, -1, 7, 9)
 # Near the long bounds (MB-30): sums of two values of one sign wrap around, most of them.
 WIDE_KEYS = (1, -1, LONG_MIN, LONG_MAX)
 WIDE_VALUES = (LONG_MAX, 1, LONG_MIN, -1, 2**62, LONG_MAX - 1, -(2**62), 0)
+ADVANCES = (0, 1, 3, 5, 9, 10, 11, 25)
+RISES = (1, 2, 4, 7, 10, 15)
 
-CONFIG_BITS = st.integers(0, 2**20 - 1)
-WIDE = st.integers(0, 3).map(lambda n: n == 3)  # a quarter of the schedules (shrinks to narrow)
-STEP_BITS = st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=40)
+WIDE = st.integers(0, 2).map(lambda n: n == 2)  # a third of the schedules (shrinks to narrow)
+ENDS = st.sampled_from((False, True, True, True))  # three schedules in four end (shrinks to no end)
 
 
-def config_of(n: int, f: Features) -> MiniBatchConfig:
-    latency, n = LATENCIES[n % len(LATENCIES)], n // len(LATENCIES)
-    size, n = SIZES[n % len(SIZES)], n // len(SIZES)
-    update_before, ttl, n = bool(n % 2), bool((n // 2) % 3 == 0), n // 6
-    two_phase = f.two_phase or (not f.enabled and bool(n % 4 == 0))  # MB-3: ignored when off
-    return MiniBatchConfig(enabled=f.enabled, allow_latency=latency if f.enabled else (n // 4) % 3,
-                           size=size if f.enabled else -1, assigner="rowtime" if f.rowtime else "proctime",
-                           update_before=update_before, ttl=ttl, two_phase=two_phase)
+@st.composite
+def configs(draw: Any, f: Features) -> MiniBatchConfig:
+    """A configuration using the features: each field drawn on its own (MB-3: `two_phase` asked for
+    without mini-batch is ignored; `allow_latency` without it too, MB-2)."""
+    update_before, ttl = draw(st.booleans()), draw(st.sampled_from((False, False, True)))
+    if not f.enabled:
+        return MiniBatchConfig(allow_latency=draw(st.sampled_from((0, 1, 2))), update_before=update_before,
+                               ttl=ttl, two_phase=draw(st.sampled_from((False, False, False, True))))
+    sizes = TWO_PHASE_SIZES if f.two_phase else SIZES
+    return MiniBatchConfig(enabled=True, allow_latency=draw(st.sampled_from(LATENCIES)),
+                           size=draw(st.sampled_from(sizes)), assigner="rowtime" if f.rowtime else "proctime",
+                           update_before=update_before, ttl=ttl, two_phase=f.two_phase)
+
+
+# --------------------------------------------------------------------------
+# A step as drawn (an intent), before the schedule so far makes it a valid step
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row: its key (by index into the schedule's keys, 0: key 0), a kind asked for (`retract`: a
+    retraction of a value the key holds, or a leading one, MB-18), which value."""
+
+    key: int
+    kind: str
+    value: int
+
+
+@dataclass(frozen=True)
+class Time:
+    """Processing time advances."""
+
+    ms: int
+
+
+@dataclass(frozen=True)
+class Mark:
+    """An upstream watermark: `rise` above the last one, or `same`, `back` (MB-8), `max`, `min`."""
+
+    how: str
+    by: int
+
+
+@dataclass(frozen=True)
+class Status:
+    """A status: the other one than the input's (`toggle`), or the same again."""
+
+    toggle: bool
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """A checkpoint barrier (ids 1, 2, ... in order)."""
+
+
+@dataclass(frozen=True)
+class Crash:
+    """A crash and the restore after it, from the `latest` checkpoint, an `older` one (the latest
+    but one: two checkpoints are taken first where fewer were, with the row `between` them) or
+    `none`."""
+
+    restore: str
+    between: Row
+
+
+ROW_KINDS = ("+I", "+I", "+U", "-U", "+I", "+U", "-D", "+I", "+U", "retract")
+ROWS = st.builds(Row, st.sampled_from((0, 0, 0, 0, 1, 2, 3, 4)), st.sampled_from(ROW_KINDS),
+                 st.integers(0, len(VALUES) - 1))
+MARK_HOWS = ("rise",) * 17 + ("same", "same", "back", "back", "back", "max", "min")
+MARKS = st.builds(Mark, st.sampled_from(MARK_HOWS), st.integers(0, len(RISES) - 1))
+RESTORES = st.sampled_from(("latest", "latest", "older", "none"))
+
+
+def intents(f: Features) -> st.SearchStrategy[Any]:
+    """One step as drawn: its kind first (rows half the time), then its fields, each a strategy of its
+    own, so that shrinking simplifies a field without touching the others."""
+    kinds: list[st.SearchStrategy[Any]] = [ROWS] * 11
+    kinds += [st.builds(Time, st.sampled_from(ADVANCES))] * 3 if f.advance else []
+    kinds += [MARKS] * 3 if f.upstream_watermarks else []
+    kinds += [st.builds(Status, st.sampled_from((True, True, True, False)))] if f.status else []
+    kinds += [st.just(Barrier())] * 3 + [st.builds(Crash, RESTORES, ROWS)] * 2 if f.checkpoints else []
+    return st.sampled_from(tuple(range(len(kinds)))).flatmap(lambda i: kinds[i])
 
 
 class _Draft:
     """A schedule being drawn: what each key holds (MB-27), the checkpoints' copies of it, whether
     the input is idle, the last upstream watermark; its keys and values near the long bounds or
-    not (`wide`)."""
+    not (`wide`).  `steps` turns each drawn intent into valid steps."""
 
     def __init__(self, config: MiniBatchConfig, f: Features, wide: bool = False):
         self.c, self.f = config, f
@@ -342,97 +446,97 @@ class _Draft:
         self.held: dict[int, list[int]] = {}
         self.ever: set[int] = set()
         self.snapshots: dict[int, tuple[dict[int, list[int]], set[int]]] = {}
-        self.idle = self.crashed = False
-        self.older = False  # the next restore takes a checkpoint older than the latest
+        self.idle = False
         self.watermark = 0
-        self.steps: list[Step] = []
 
-    def key(self, n: int) -> int:
-        """Skewed: key 0 half the time."""
-        return 0 if n % 2 == 0 else self.keys[(n // 2) % len(self.keys)]
+    def steps(self, intent: Any) -> list[Step]:
+        """The valid steps of one intent (a crash: the crash and its restore)."""
+        if isinstance(intent, Row):
+            return [self.row(intent)]
+        if isinstance(intent, Time):
+            return [AdvanceStep(intent.ms)]
+        if isinstance(intent, Mark):
+            return [self.mark(intent)]
+        if isinstance(intent, Status):
+            self.idle = not self.idle if intent.toggle else self.idle
+            return [StatusStep(self.idle)]
+        if isinstance(intent, Barrier):
+            return [self.checkpoint()]
+        return [*self.older(intent), CrashStep(), self.restore(intent.restore)]
 
-    def row(self, n: int) -> RowStep:
-        key, n = self.key(n), n // 8
+    def older(self, crash: Crash) -> list[Step]:
+        """Before a crash restored from an older checkpoint: the checkpoints it needs, a row between."""
+        if crash.restore != "older" or len(self.snapshots) >= 2:
+            return []
+        first = [] if self.snapshots else [self.checkpoint()]
+        return [*first, self.row(crash.between), self.checkpoint()]
+
+    def row(self, r: Row) -> RowStep:
+        """MB-27: a retraction takes back a held value (the `value`-th), or leads a key that never
+        held one (not in two-phase aggregation, C3); otherwise the row accumulates (+I when the key
+        holds nothing)."""
+        key = 0 if r.key == 0 else self.keys[r.key - 1]
         values = self.held.get(key, [])
+        retract = r.kind in (*RETRACTIONS, "retract")
+        kind = r.kind if r.kind in RETRACTIONS else "-U" if r.value % 2 else "-D"
+        if retract and values:
+            return RowStep(key, kind, values.pop(r.value % len(values)))
         leading_ok = self.f.leading and key not in self.ever and not (self.c.enabled and self.c.two_phase)
-        pick, n = n % 10, n // 10
-        if values and pick >= 6:  # a retraction of a held value (its -U often followed by a +U)
-            v = values.pop(n % len(values))
-            return RowStep(key, RETRACTIONS[(n // 8) % 2], v)
-        if not values and leading_ok and pick == 9:
-            return RowStep(key, RETRACTIONS[(n // 8) % 2], self.values[n % len(self.values)])
-        v = self.values[n % len(self.values)]
+        v = self.values[r.value % len(self.values)]
+        if retract and leading_ok and r.kind == "retract":
+            return RowStep(key, kind, v)
         self.held.setdefault(key, []).append(v)
         self.ever.add(key)
-        return RowStep(key, "+I" if values == [] or pick % 2 == 0 else "+U", v)
+        return RowStep(key, "+I" if not values or r.kind == "+I" else "+U", v)
 
-    def restore(self, n: int) -> RestoreStep:
-        """The restore after a crash: from a checkpoint two times in three, the latest first (an
-        older one when the crash asked for it)."""
-        self.crashed = False
-        ids = sorted(self.snapshots)[: -1 if self.older else None]
-        self.older = False
-        cid = ids[-1 - (n // 3) % len(ids)] if ids and n % 3 else None
-        held, ever = self.snapshots[cid] if cid is not None else ({}, set())
-        self.held, self.ever = {k: list(v) for k, v in held.items()}, set(ever)
-        self.idle = False
-        return RestoreStep(cid)
-
-    def step(self, n: int) -> Step | list[Step]:
-        """The step an integer picks (a list: a checkpoint, a row and a crash)."""
-        f = self.f
-        if self.crashed:
-            return self.restore(n)
-        pick, n = n % 22, n // 22
-        if pick < 11:
-            return self.row(n)
-        if pick < 14 and f.advance:
-            return AdvanceStep((0, 1, 3, 5, 9, 10, 11, 25)[n % 8])
-        if pick < 17 and f.upstream_watermarks and not self.idle:
-            if n % 25 == 0:
-                return WatermarkStep(MAX_WATERMARK)
-            if n % 25 == 13:
-                return WatermarkStep(-(2**63))  # Long.MIN_VALUE: never passes the valve (MB-8)
-            if n % 5 == 1:  # repeats and a step back (MB-8)
-                return WatermarkStep(self.watermark - (n // 5) % 3)
-            self.watermark += (1, 2, 4, 7, 10, 15)[(n // 5) % 6]
-            return WatermarkStep(self.watermark)
-        if pick < 18 and f.status:
-            self.idle = not self.idle if n % 4 else self.idle  # a repeated status now and then
-            return StatusStep(self.idle)
-        if pick < 21 and f.checkpoints:
-            if pick < 20:
-                return self.checkpoint()
-            self.crashed = True
-            if n % 2:  # two checkpoints or more, each followed by a row, then the crash, and a
-                # restore from an older one (MB-29: the state goes back past the latest)
-                steps: list[Step] = []
-                for _ in range(1 if self.snapshots else 2):
-                    steps += [self.checkpoint(), self.row(n // 2)]
-                self.older = True
-                return [*steps, CrashStep()]
-            return CrashStep()
-        return self.row(n)
+    def mark(self, m: Mark) -> Step:
+        """An upstream watermark (MB-28: while idle, the input turns active instead)."""
+        if self.idle:
+            self.idle = False
+            return StatusStep(False)
+        if m.how == "max":
+            return WatermarkStep(MAX_WATERMARK)
+        if m.how == "min":
+            return WatermarkStep(LONG_MIN)  # Long.MIN_VALUE: never passes the valve (MB-8)
+        if m.how in ("same", "back"):  # repeats and a step back (MB-8)
+            return WatermarkStep(self.watermark - (m.by % 3 if m.how == "back" else 0))
+        self.watermark += RISES[m.by]
+        return WatermarkStep(self.watermark)
 
     def checkpoint(self) -> CheckpointStep:
         cid = len(self.snapshots) + 1
         self.snapshots[cid] = ({k: list(v) for k, v in self.held.items()}, set(self.ever))
         return CheckpointStep(cid)
 
+    def restore(self, which: str) -> RestoreStep:
+        """From the latest checkpoint, the one before it (MB-29: the state goes back past the latest),
+        or none."""
+        ids = sorted(self.snapshots)
+        cid = None
+        if ids and which != "none":
+            cid = ids[-2] if which == "older" and len(ids) >= 2 else ids[-1]
+        held, ever = self.snapshots[cid] if cid is not None else ({}, set())
+        self.held, self.ever = {k: list(v) for k, v in held.items()}, set(ever)
+        self.idle = False
+        return RestoreStep(cid)
+
+
+def steps_of(draft: _Draft, drawn: Sequence[Any]) -> list[Step]:
+    out: list[Step] = []
+    for intent in drawn:
+        out += draft.steps(intent)
+    return out
+
 
 @st.composite
 def schedules(draw: Any, f: Features) -> Schedule:
-    """A valid mini-batch schedule using the features."""
-    config = config_of(draw(CONFIG_BITS), f)
-    draft = _Draft(config, f, draw(WIDE))
-    numbers = draw(STEP_BITS)[: f.max_steps]
-    steps: list[Step] = []
-    for n in numbers:
-        step = draft.step(n)
-        steps += step if isinstance(step, list) else [step]
-    if draft.crashed:
-        steps.append(draft.restore(numbers[-1]))
-    if f.end and numbers[0] % 4:
+    """A valid mini-batch schedule using the features: a list of drawn steps (`intents`), each made
+    valid against the schedule so far, ended (three in four) by end of input."""
+    wide = draw(WIDE)
+    config = draw(configs(f))
+    draft = _Draft(config, f, wide)
+    steps = steps_of(draft, draw(st.lists(intents(f), min_size=1, max_size=f.max_steps)))
+    if f.end and draw(ENDS):
         if draft.idle:
             steps.append(StatusStep(False))
         steps.append(EndStep())
@@ -443,14 +547,19 @@ def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[S
     return batches(schedules(f), max_size)
 
 
+NOT_POSITIVE = (0, -1, -100)
+
+
 @st.composite
 def rejected_configs(draw: Any) -> Schedule:
-    """MB-2: mini-batch on with a latency or a size that is not positive."""
-    latency, size = draw(st.sampled_from(((0, 10), (-1, 10), (10, 0), (10, -1), (0, 0), (-100, 5))))
-    config = MiniBatchConfig(enabled=True, allow_latency=latency, size=size,
-                             assigner=draw(st.sampled_from(("proctime", "rowtime"))),
-                             two_phase=draw(st.booleans()))
-    return Schedule(AREA, config, (RowStep(0, "+I", 1), EndStep()))
+    """MB-2: mini-batch on with a latency or a size that is not positive, or both (each field drawn
+    on its own), over drawn steps: the configuration is refused before any step."""
+    latency = draw(st.sampled_from((*NOT_POSITIVE, 10, 1)))
+    size = draw(st.sampled_from(NOT_POSITIVE if latency > 0 else (*NOT_POSITIVE, 3, 1)))
+    f = Features(rowtime=draw(st.booleans()), two_phase=draw(st.booleans()), max_steps=4)
+    valid: Schedule = draw(schedules(f))
+    config = replace(valid.config, allow_latency=latency, size=size)
+    return Schedule(AREA, config, valid.steps)
 
 
 @st.composite
@@ -458,16 +567,17 @@ def changelogs(draw: Any) -> tuple[RowStep, ...]:
     """A well-formed changelog without leading retractions (so that two-phase aggregation takes it)."""
     f = Features(leading=False, checkpoints=False, status=False, upstream_watermarks=False)
     draft = _Draft(MiniBatchConfig(), f, draw(WIDE))
-    return tuple(draft.row(n) for n in draw(STEP_BITS))
+    return tuple(draft.row(r) for r in draw(st.lists(ROWS, min_size=1, max_size=40)))
 
 
-def configurations(n: int) -> list[MiniBatchConfig]:
-    """Mini-batch off, and on in each way (MB-31), the latencies and sizes picked by `n`."""
-    latency, size = LATENCIES[n % len(LATENCIES)], SIZES[(n // 8) % len(SIZES)]
-    base = MiniBatchConfig(update_before=bool(n % 2), ttl=bool((n // 2) % 2))
-    on = replace(base, enabled=True, allow_latency=latency, size=size)
+@st.composite
+def configurations(draw: Any) -> list[MiniBatchConfig]:
+    """Mini-batch off, and on in each way (MB-31), the latencies and sizes drawn."""
+    base = MiniBatchConfig(update_before=draw(st.booleans()), ttl=draw(st.booleans()))
+    on = replace(base, enabled=True, allow_latency=draw(st.sampled_from(LATENCIES)),
+                 size=draw(st.sampled_from(SIZES)))
     return [base, on, replace(on, assigner="rowtime"), replace(on, two_phase=True),
-            replace(on, two_phase=True, size=SIZES[(n // 64) % len(SIZES)])]
+            replace(on, two_phase=True, size=draw(st.sampled_from(SIZES)))]
 
 
 @st.composite
@@ -486,7 +596,7 @@ def equivalent_schedules(draw: Any) -> list[Schedule]:
             watermark += 6
             steps.append(WatermarkStep(watermark))
     steps.append(EndStep())
-    return [Schedule(AREA, c, tuple(steps)) for c in configurations(draw(CONFIG_BITS))]
+    return [Schedule(AREA, c, tuple(steps)) for c in draw(configurations())]
 
 
 # --------------------------------------------------------------------------
