@@ -234,6 +234,19 @@ MINI_BATCH = {
     mini_batch.SUM_WRAPS: schedule(
         "mini_batch", {},
         op("row", key=-1, kind="+I", value=2**63 - 1), op("row", key=-1, kind="+I", value=1)),
+    mini_batch.UPDATE_SPLIT: schedule(  # size 1: the -U's bundle finishes before the +U comes
+        "mini_batch", {**_ON, "size": 1},
+        op("row", key=0, kind="+I", value=1), op("row", key=0, kind="-U", value=1),
+        op("row", key=0, kind="+U", value=2)),
+    mini_batch.GLOBAL_SIZE_AT_WATERMARK: schedule(  # k0's accumulator waits in the global bundle; the
+        # watermark 10 flushes the local bundle, whose k1 fills the global bundle to its size 2
+        "mini_batch", {**_ON, "size": 2, "two_phase": True},
+        op("row", key=0, kind="+I", value=1), op("row", key=0, kind="+I", value=2),
+        op("row", key=1, kind="+I", value=3), op("advance", ms=10)),
+    # Refused (MB-2), so not run: the state is the refusal's two causes at once.
+    mini_batch.BOTH_REFUSED: schedule_from_dict(
+        {"area": "mini_batch", "config": {"enabled": True, "allow_latency": 0, "size": -1},
+         "steps": [op("row", key=0, kind="+I", value=1)]}, validate=False),
 }
 MINI_BATCH_NONE = schedule(
     "mini_batch", _ON,
