@@ -182,6 +182,42 @@ class SumDoesNotWrap(WrongMiniBatch):
     model = UnboundedModel  # the coverage state SUM_WRAPS is where it differs from the reference
 
 
+# ---- two-phase: a local flush at a watermark, barrier or end of input adds its accumulators to the
+# global bundle without asking the global size trigger, which fires only at its next input (breaks
+# MB-10: the global bundle counts every local accumulator and finishes as soon as it reaches the size)
+
+
+class _FlushSkipsGlobalTrigger(Model):
+    def _open(self) -> None:
+        super()._open()
+        self.sizing = False
+        add = self.local.add
+
+        def sized_add(index: int, key: int, item: object) -> None:
+            self.sizing = True  # a local finish now is the local size trigger's
+            try:
+                add(index, key, item)
+            finally:
+                self.sizing = False
+
+        self.local.add = sized_add  # type: ignore[method-assign]
+
+    def _finish_local(self, items: dict[int, list], index: int) -> None:
+        if self.sizing:
+            super()._finish_local(items, index)
+            return
+        for key, rows in items.items():
+            acc = self.accumulator()
+            for kind, v in rows:
+                acc.apply(kind, v)
+            self.bundle.items.setdefault(key, []).append(acc)
+            self.bundle.count += 1  # counted, but the trigger is not asked
+
+
+class FlushSkipsGlobalTrigger(WrongMiniBatch):
+    model = _FlushSkipsGlobalTrigger
+
+
 # The registry (`strength`, tests/test_wrong_mini_batch.py): the property that
 # must catch each mutant, and a rule its failure report must name.
 MUTANTS = [
@@ -195,6 +231,7 @@ MUTANTS = [
     Mutant("IdleKeepsWatermarks", "test_idle_statuses", "MB-15"),
     Mutant("ValveSurvivesRestore", "test_everything_together", "MB-29"),
     Mutant("SumDoesNotWrap", "test_per_row_changelog", "MB-30"),
+    Mutant("FlushSkipsGlobalTrigger", "test_local_global", "MB-10"),
 ]
 
 
