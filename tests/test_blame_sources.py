@@ -64,6 +64,11 @@ REGISTRY = schedule("readers=1 splits=[2]", "register r0", "checkpoint 1", "barr
 # SRC-31's example: rescaled from 2 readers to 3, r0 gets s0 only.
 RESCALED = schedule("readers=2 splits=[1, 1, 1]", "register r0", "register r1", "request r0", "request r0",
                     "request r1", "checkpoint 1", "barrier 1", "complete 1", "rescale 3", "register r0")
+# SRC-25's example: r0's first attempt got NoMoreSplits, its second asks at step 4.
+AGAIN = schedule("readers=1 splits=[]", "register r0", "request r0", "fail 0", "register r0", "request r0")
+# The same with a split: s0 comes back at step 3, and the new attempt's request gets it.
+AGAIN_WITH_SPLIT = schedule("readers=1 splits=[1]", "register r0", "request r0", "request r0", "fail 0",
+                            "register r0", "request r0")
 # SRC-36's example: each task its own region; task 1 feeds 2 by a blocking edge.
 CHAIN = schedule("readers=1 tasks=2 blocking=[0>1, 1>2]", "register r0", "fail 1")
 # SRC-35's first example: tasks 0 and 1 are one pipelined region.
@@ -102,6 +107,10 @@ REGION = schedule("readers=1 tasks=2 pipelined=[0>1] blocking=[1>2]", "register 
     (CONFIRMED, 6, ["committed 1 [s0:0]"], [], Blame(("SRC-29",), ("SRC-20", "SRC-28", "SRC-38"))),
     # SRC-24: the returned split goes to whichever reader asks.
     (RETURNED, 4, ["assigned r1 s0"], ["no_more_splits r1"], Blame(("SRC-24",), ("SRC-10",))),
+    # SRC-25: the new attempt may request again and get NoMoreSplits again; its request dropped
+    # breaks it, also when the answer is the split that came back (not SRC-24: nothing was assigned).
+    (AGAIN, 4, ["no_more_splits r0"], [], Blame(("SRC-25",), ("SRC-6", "SRC-21"))),
+    (AGAIN_WITH_SPLIT, 5, ["assigned r0 s0"], [], Blame(("SRC-25",), ("SRC-6", "SRC-21"))),
     # SRC-31: contiguous parts, the larger first.
     (RESCALED, 9, ["registered r0 [s0:0]"], ["registered r0 [s1:0]"], Blame(("SRC-31",), ("SRC-2",))),
 ])

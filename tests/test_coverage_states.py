@@ -100,6 +100,12 @@ SOURCES = {
         "sources", {"readers": 1, "splits": [2]},
         *_R0, op("poll", reader=0, records=1), op("checkpoint", id=1), op("barrier", id=1),
         op("complete", id=1, notify=False), op("checkpoint", id=2), op("complete", id=1)),
+    sources.PUSH_BEFORE_REGISTER: schedule(  # SRC-5's example
+        "sources", {"readers": 1, "splits": [2]},
+        op("register", reader=0), op("checkpoint", id=1), op("barrier", id=1), op("complete", id=1),
+        op("fail_enumerator"), op("assign", reader=0)),
+    sources.NO_MORE_AGAIN: schedule(  # SRC-25's example
+        "sources", {"readers": 1, "splits": []}, *_R0, op("fail", task=0), *_R0),
 }
 SOURCES_NONE = schedule(
     "sources", {"readers": 1, "splits": [1, 1]},

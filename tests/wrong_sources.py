@@ -209,7 +209,28 @@ class PrunesUpToLatestCheckpoint(WrongSources):
     model = _PrunesUpToLatestCheckpoint
 
 
-__all__ = ["DropsLateNotification", "EndsBeforeNoMoreSplits", "ForgetsBucketOnAbort",
+class _KeepsNoMoreSplitsFlag(Model):
+    def fail(self, s):  # type: ignore[no-untyped-def]
+        flagged = set(self.no_more)
+        super().fail(s)
+        self.no_more |= flagged  # the failed attempt's flag stays: its new attempt's requests are dropped
+
+    def end(self, s):  # type: ignore[no-untyped-def]
+        # `end` as the reference runs it: with the stale flags its rounds would never end
+        self.no_more = {r for r in self.no_more if self.readers[r].no_more}
+        super().end(s)
+
+
+class KeepsNoMoreSplitsFlag(WrongSources):
+    """A reset does not clear the reader's NoMoreSplits flag (SRC-21 says it must), so the new
+    attempt's requests are dropped as if it had been told (SRC-6) and it never gets NoMoreSplits
+    (breaks SRC-25).  Only the combination shows it: NoMoreSplits, then the reader's failure, then a
+    request of its new attempt (conformance/areas/sources.py: NO_MORE_AGAIN)."""
+
+    model = _KeepsNoMoreSplitsFlag
+
+
+__all__ = ["DropsLateNotification", "EndsBeforeNoMoreSplits", "ForgetsBucketOnAbort", "KeepsNoMoreSplitsFlag",
            "KeepsUncommittedOutput", "NoValve", "PrunesUpToLatestCheckpoint", "RestartsEverything",
            "RestoresRegistry", "ReturnedOnlyOnAddReader", "ReturnsRestoredSplits", "RoundRobinRescale"]
 
@@ -228,4 +249,5 @@ MUTANTS = [
     Mutant("KeepsUncommittedOutput", "test_reader_failover", "SRC-20"),
     Mutant("DropsLateNotification", "test_checkpoints", "SRC-17"),
     Mutant("PrunesUpToLatestCheckpoint", "test_reader_failover", "SRC-17"),
+    Mutant("KeepsNoMoreSplitsFlag", "test_reader_failover", "SRC-25"),
 ]

@@ -11,6 +11,8 @@ sources.md's rule text is the oracle):
 * an assignment or NoMoreSplits reaching a reader while a checkpoint awaits its barrier, or after
   a later reader's snapshot at the barrier: SRC-13 (the valve);
 * END_OF_INPUT in the group, on either side: SRC-32;
+* a request of the new attempt of a reader whose failed attempt had NoMoreSplits, left unanswered:
+  SRC-25;
 * a push to an unregistered reader that does not fail the job, or a reader not registering at
   `end`, when a global failover emptied the registry: SRC-5, else SRC-4;
 * the tasks of a `reset`: SRC-35 when they cut a pipelined region, else SRC-36;
@@ -46,6 +48,7 @@ from flink_semantics.spec.areas.sources import (
     EndStep,
     FailEnumeratorStep,
     FailStep,
+    RequestStep,
     RescaleStep,
     task_count,
 )
@@ -73,6 +76,7 @@ class Before:
     committed: Counter = field(default_factory=Counter)
     unregistered_globally: set[int] = field(default_factory=set)  # readers a global failover unregistered
     restart: dict[int, str] = field(default_factory=dict)  # reader -> how it last restarted
+    told_before_reset: set[int] = field(default_factory=set)  # readers whose failed attempt got NoMoreSplits
 
     @property
     def current(self) -> Step:
@@ -100,6 +104,7 @@ def _apply(ctx: Before, i: int, s: Step) -> None:
     m = ctx.model
     lost = {r: _uncommitted(m, r) for r in range(m.parallelism)}
     registered = {r for r in range(m.parallelism) if m.readers[r].registered}
+    told = {r for r in range(m.parallelism) if m.readers[r].no_more}
     if isinstance(s, CheckpointStep):
         ctx.taken_at[s.id] = i
         if s.fails:
@@ -110,6 +115,8 @@ def _apply(ctx: Before, i: int, s: Step) -> None:
                 ctx.discarded.update(lost[r])
                 ctx.restart[r] = "reset"
                 ctx.unregistered_globally.discard(r)
+                if r in told:
+                    ctx.told_before_reset.add(r)
         elif e.event == "global_failover":
             ctx.discarded_globally.update(p for ps in lost.values() for p in ps)
             ctx.unregistered_globally = registered | ctx.unregistered_globally
@@ -159,6 +166,20 @@ def _end_of_input(ctx: Before, exp: Sequence[Event], obs: Sequence[Event]) -> Bl
     """SRC-32: END_OF_INPUT reported where the reference does not, or not where it does."""
     if _of(exp, "end_of_input") != _of(obs, "end_of_input"):
         return Blame(("SRC-32",), ("SRC-9",))
+    return None
+
+
+def _no_more_again(ctx: Before, exp: Sequence[Event], obs: Sequence[Event]) -> Blame | None:
+    """SRC-25: the new attempt of a reader that got NoMoreSplits before its reset may request again
+    and get NoMoreSplits again (the reset clears the flag, SRC-21): its request answered with
+    nothing, where the reference answers it."""
+    s = ctx.current
+    if not isinstance(s, RequestStep) or s.reader not in ctx.told_before_reset:
+        return None
+    if s.reader in ctx.model.no_more:  # told again since: SRC-6 drops the request
+        return None
+    if _of(exp, *_DELIVERED) and not _of(obs, *_DELIVERED):
+        return Blame(("SRC-25",), ("SRC-6", "SRC-21"))
     return None
 
 
@@ -278,8 +299,8 @@ def _restored(ctx: Before, exp: Sequence[Event], obs: Sequence[Event]) -> Blame 
     return Blame((rule,), tuple(r for r in ("SRC-2",) if r != rule))
 
 
-JUDGES: tuple[Judge, ...] = (_valve, _end_of_input, _registry, _reset, _splits_back, _commits, _returned,
-                             _restored)
+JUDGES: tuple[Judge, ...] = (_valve, _end_of_input, _no_more_again, _registry, _reset, _splits_back, _commits,
+                             _returned, _restored)
 
 
 def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
