@@ -2,13 +2,15 @@
 
 Strategies draw valid schedules step by step (WM-29 holds by construction). `Features` says which
 parts of the vocabulary a property uses; `Features.restrict` drops what an adapter cannot run.
-Every step is one integer drawn by hypothesis: shrinking it towards 0 picks the plainest step
-(a record with a small timestamp), and shrinking the list removes steps.  With alignment, some
-integers pick a compound option (`leap`: a split far ahead, then announcements) so that readers
-and splits are held, and failovers come while they are; `edge` puts a reader exactly at the allowed
-maximum or one above it (WM-25's boundary), and `idle_leap` lets a split far ahead go idle before
-the announcements (idleness and split alignment together, WM-26).  Malformed schedules combine two
-causes too (`_refused_twice`), where the checks are ordered.  The valve's property draws rounds of
+A configuration is drawn field by field (`configs`), then a list of moves (`moves`): each a kind,
+then its fields, each with its own strategy, so that shrinking drops any single move and
+simplifies any field towards the plainest step (a record with a small timestamp).  With
+alignment, some moves are bursts (`leap`: a split far ahead, then announcements) so that readers
+and splits are held, and failovers come while they are; `edge` puts a reader exactly at the
+allowed maximum or one above it (WM-25's boundary), and `idle_leap` lets a split far ahead go idle
+before the announcements (idleness and split alignment together, WM-26); shrinking removes a burst,
+or turns it into a plain step, as a whole.  Malformed schedules combine two causes too
+(`_refused_twice`), where the checks are ordered.  The valve's property draws rounds of
 records and silences instead, and some of them follow D1's relay among three readers (`_relay`), so
 that both halves of Flink 2.3.0's valve bug show.  `COVERAGE` and `coverage` name the rare states
 where engines get watermarks wrong, and their floors (conformance/coverage.py).
@@ -299,27 +301,47 @@ class Features:
                        failover=self.failover and ok("failover"))
 
 
-CONFIG_BITS = st.integers(0, 2**32 - 1)
-# About fifteen steps on average (a flat list averages five), each one integer.
-STEP_BITS = st.lists(st.lists(st.integers(0, 2**20 - 1), min_size=1, max_size=10), min_size=1, max_size=5)
-
-
-def _bits(n: int, first: int, count: int) -> int:
-    return (n >> first) & ((1 << count) - 1)
-
-
-def config_of(n: int, f: Features) -> WatermarksConfig:
-    """A configuration from 32 bits: 0-1 readers, 2-3 bound, 4 interval, 5-6 idleness, 7-8 drift,
-    9-10 the alignment buffer, 11 punctuated."""
+@st.composite
+def configs(draw: Any, f: Features) -> WatermarksConfig:
+    """A configuration, field by field, each shrinking towards its plainest value."""
     return WatermarksConfig(
-        readers=f.min_readers + _bits(n, 0, 2) % (f.max_readers - f.min_readers + 1),
-        bound=_bits(n, 2, 2),
-        interval=(10, 5)[_bits(n, 4, 1)],
-        idleness=(15, 10, 25, 15)[_bits(n, 5, 2)] if f.idleness else None,
-        max_drift=(5, 10, 20, 5)[_bits(n, 7, 2)] if f.alignment else None,
-        alignment_buffer=_bits(n, 9, 2) if f.alignment else 3,
-        punctuated=f.punctuated and _bits(n, 11, 1) == 1,
+        readers=draw(st.integers(f.min_readers, f.max_readers)),
+        bound=draw(st.integers(0, 3)),
+        interval=draw(st.sampled_from((10, 5))),
+        idleness=draw(st.sampled_from((15, 10, 25))) if f.idleness else None,
+        max_drift=draw(st.sampled_from((5, 10, 20))) if f.alignment else None,
+        alignment_buffer=draw(st.integers(0, 3)) if f.alignment else 3,
+        punctuated=f.punctuated and draw(st.booleans()),
     )
+
+
+@dataclass(frozen=True)
+class Move:
+    """One drawn step: its kind, then its fields (`which`: a live split, or a reader; `value`: a
+    timestamp or a duration; `more`: what a burst varies), each with a strategy of its own, so that
+    shrinking can drop the move and simplify each field.  A burst (`leap`, `edge`, `idle_leap`) is
+    one move of several steps, which shrinking removes or turns into a plain step as a whole."""
+
+    kind: str
+    which: int = 0
+    value: int = 0
+    more: int = 0
+
+
+def _kinds(f: Features) -> tuple[str, ...]:
+    """The kinds of move a feature set draws, weighted by repetition, the plainest first."""
+    kinds = ["record"] * 3 + ["tick"] * 3 + ["add_split"] * 2 + (["finish_split"] if f.finish else [])
+    if f.alignment:
+        kinds += ["align"] * 4 + ["leap", "edge"] + (["idle_leap"] if f.idleness else [])
+    return (*kinds, *(["failover"] if f.failover else []))
+
+
+def moves(f: Features) -> st.SearchStrategy[list[Move]]:
+    """About fifteen moves on average (a flat list averages five)."""
+    move = st.builds(Move, st.sampled_from(_kinds(f)), st.integers(0, 7), st.integers(0, 47),
+                     st.integers(0, 63))
+    return st.lists(st.lists(move, min_size=1, max_size=10), min_size=1, max_size=5).map(
+        lambda chunks: [m for chunk in chunks for m in chunk])
 
 
 class _Drawing:
@@ -332,27 +354,31 @@ class _Drawing:
         self.steps: list[Step] = []
         self.top = 0  # the highest timestamp of a record so far
 
-    def options(self) -> list[tuple[int, Any]]:
-        """(weight, step or step factory) of every valid next step; the plainest first."""
-        live = [s for s in self.splits if s not in self.finished]
-        out: list[tuple[int, Any]] = []
-        out += [(3, lambda n, s=s: RecordStep(s, n % 48)) for s in live]
-        out.append((3, lambda n: TickStep(1 + n % (2 * self.config.interval + 3))))
-        if len(self.splits) < self.f.max_splits * self.config.readers:
-            split = len(self.splits)
-            out.append((2, lambda n: AddSplitStep(n % self.config.readers, split)))
-        if self.f.finish:
-            out += [(1, FinishSplitStep(s)) for s in live]
-        if self.f.alignment:
-            out.append((4, AlignStep()))
-            if live:
-                out.append((1, lambda n: self.leap(live, n)))
-                out.append((1, lambda n: self.edge(live, n)))
-            if live and self.config.idleness is not None:
-                out.append((1, lambda n: self.idle_leap(live, n)))
-        if self.f.failover:  # right after an announcement more often: readers and splits held (WM-16)
-            out.append((4 if self.steps and isinstance(self.steps[-1], AlignStep) else 1, FailoverStep()))
-        return out
+    def live(self) -> list[int]:
+        return [s for s in self.splits if s not in self.finished]
+
+    def steps_of(self, m: Move) -> list[Step]:
+        """The steps a move stands for in the schedule drawn so far: always valid (WM-29); a move
+        that has nothing to act on (a record with no live split) adds a split, or ticks."""
+        live, c = self.live(), self.config
+        room = len(self.splits) < self.f.max_splits * c.readers
+        add = AddSplitStep(m.which % c.readers, len(self.splits))
+        if m.kind in ("record", "finish_split", "leap", "edge", "idle_leap") and not live:
+            return [add if room else TickStep(1 + m.value % 5)]
+        n = m.which | m.more << 3
+        if m.kind == "record":
+            return [RecordStep(live[m.which % len(live)], m.value)]
+        if m.kind == "add_split" and room:
+            return [add]
+        if m.kind == "finish_split":
+            return [FinishSplitStep(live[m.which % len(live)])]
+        if m.kind == "align":
+            return [AlignStep()]
+        if m.kind == "failover":
+            return [FailoverStep()]
+        if m.kind in ("leap", "edge", "idle_leap"):
+            return list(getattr(self, m.kind)(live, n))
+        return [TickStep(1 + m.value % (2 * c.interval + 3))]
 
     def leap(self, live: list[int], n: int) -> list[Step]:
         """A record on another live split at the highest timestamp so far, one on a live split
@@ -395,17 +421,6 @@ class _Drawing:
             steps.append(TickStep(self.config.interval))
         return steps + [AlignStep()] * max(1, self.config.alignment_buffer)
 
-    def step(self, n: int) -> Step | list[Step]:
-        """The option `n` picks, weighted (a step, or the steps of a compound option)."""
-        options = self.options()
-        total = sum(w for w, _ in options)
-        pick = n % total
-        for weight, option in options:
-            if pick < weight:
-                return option(n >> 8) if callable(option) else option
-            pick -= weight
-        raise AssertionError("unreachable")
-
     def apply(self, s: Step) -> None:
         if isinstance(s, AddSplitStep):
             self.splits[s.split] = s.reader
@@ -416,51 +431,55 @@ class _Drawing:
         self.steps.append(s)
 
 
-def _rounds(config: WatermarksConfig, draws: list[int]) -> list[Step]:
-    """One split per reader, then per drawn integer a round: a record for each reader that is
-    talking, then a periodic interval; a reader starts talking, and falls silent or talks again with
-    odds of one in four each round.  Reader r's timestamps rise from 100 x r, so the readers'
+@st.composite
+def _rounds(draw: Any, config: WatermarksConfig) -> list[Step]:
+    """One split per reader, then rounds: a record for each reader that is talking, then a
+    periodic interval; each round, each reader starts talking, or falls silent, or talks again with
+    odds of one in four (a drawn 3 of 0..3; 0, where shrinking goes, changes nothing), and its
+    timestamp rises by a drawn 1 or 2.  Reader r's timestamps rise from 100 x r, so the readers'
     watermarks are ordered.  At the end, silence until every reader is idle, in the order of their
     last records.  So the valve's channels go idle, and come back below or above its output, in many
     orders (WM-19, WM-20)."""
+    reader = st.tuples(st.integers(0, 3), st.integers(1, 2))
+    one = st.lists(reader, min_size=config.readers, max_size=config.readers)
+    rounds = draw(st.lists(st.lists(one, min_size=1, max_size=10), min_size=1, max_size=5))
     steps: list[Step] = [AddSplitStep(r, r) for r in range(config.readers)]
     ts = [100 * r for r in range(config.readers)]
     talking = [True] * config.readers
-    for n in draws:
-        for r in range(config.readers):
-            if n >> (3 * r) & 3 == 3:  # 0 (where shrinking goes) changes nothing
-                talking[r] = not talking[r]
+    for per_reader in (x for chunk in rounds for x in chunk):
+        for r, (toggle, rise) in enumerate(per_reader):
+            talking[r] = talking[r] != (toggle == 3)
             if talking[r]:
-                ts[r] += 1 + (n >> (12 + r) & 1)
+                ts[r] += rise
                 steps.append(RecordStep(r, ts[r]))
         steps.append(TickStep(max(config.interval, 1)))
     steps.append(TickStep(max(config.interval, 1) * 3 + (config.idleness or 0)))
     return steps
 
 
-def _relay(config: WatermarksConfig, draws: list[int]) -> list[Step]:
+@st.composite
+def _relay(draw: Any, config: WatermarksConfig) -> list[Step]:
     """D1's relay (WM-19, WM-20) among three readers, whose roles (low, middle, high: timestamps
     rising from 0, 100, 200) are a drawn permutation; any other reader stays silent.  Phases, each a
     record for every talking reader and then idleness + interval ms, so that a reader silent for a
-    phase goes idle in it and a talking one never does; each phase is drawn once or twice.  All talk;
-    the high one falls silent (idle above the valve's output); the low one too (the output moves to
-    the middle one's); the low one talks again (back below the output: unaligned); the middle one
-    falls silent (no active channel is aligned); then, if drawn, the high one talks again (back as
-    the only aligned channel: Flink 2.3.0 stalls), and the silence at the end leaves the low one, or
-    the high one, last (Flink 2.3.0 flushes nothing, the fix the maximum)."""
+    phase goes idle in it and a talking one never does; each phase is drawn once or twice, each
+    timestamp rises by a drawn 1 or 2.  All talk; the high one falls silent (idle above the valve's
+    output); the low one too (the output moves to the middle one's); the low one talks again (back
+    below the output: unaligned); the middle one falls silent (no active channel is aligned); then,
+    if drawn, the high one talks again (back as the only aligned channel: Flink 2.3.0 stalls), and
+    the silence at the end leaves the low one, or the high one, last (Flink 2.3.0 flushes nothing,
+    the fix the maximum)."""
     steps: list[Step] = [AddSplitStep(r, r) for r in range(config.readers)]
-    readers = list(range(config.readers))
-    roles = [readers.pop((draws[0] >> (2 + 2 * k) & 3) % len(readers)) for k in range(3)]
-    low, middle, high = roles
+    low, middle, high = draw(st.permutations(range(config.readers)))[:3]
+    roles = [low, middle, high]
     ts = {r: 100 * roles.index(r) for r in roles}
     phases = [set(), {high}, {high, low}, {high}, {high, middle}]
-    phases += [{middle}] if draws[0] >> 8 & 1 else []
-    for i, silent in enumerate(phases):
-        n = draws[i] if i < len(draws) else 0
-        for _ in range(1 + (n >> 9 & 1)):
+    phases += [{middle}] if draw(st.booleans()) else []
+    for silent in phases:
+        for _ in range(draw(st.integers(1, 2))):
             for r in roles:
                 if r not in silent:
-                    ts[r] += 1 + (n >> (12 + r) & 1)
+                    ts[r] += draw(st.integers(1, 2))
                     steps.append(RecordStep(r, ts[r]))
             steps.append(TickStep((config.idleness or 0) + max(config.interval, 1)))
     steps.append(TickStep(max(config.interval, 1) * 3 + (config.idleness or 0)))
@@ -469,20 +488,20 @@ def _relay(config: WatermarksConfig, draws: list[int]) -> list[Step]:
 
 @st.composite
 def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) -> Schedule:
-    """A valid watermarks schedule using the features."""
+    """A valid watermarks schedule using the features: a configuration drawn field by field, then
+    moves (`moves`), or, for the valve, rounds (`_rounds`, or `_relay` one time in four with three
+    readers and idleness)."""
     if config is None:
-        config = config_of(draw(CONFIG_BITS), f)
+        config = draw(configs(f))
     d = _Drawing(f, config)
-    draws = [n for chunk in draw(STEP_BITS) for n in chunk]
     if f.rounds:
-        relay = config.readers >= 3 and config.idleness is not None and draws[0] & 3 == 3
-        rounds = (_relay if relay else _rounds)(config, draws)
+        relay = config.readers >= 3 and config.idleness is not None and draw(st.integers(0, 3)) == 3
+        rounds = draw((_relay if relay else _rounds)(config))
         for s in rounds[: f.max_steps - 1] + rounds[-1:]:
             d.apply(s)
     else:
-        for n in draws[: f.max_steps]:
-            step = d.step(n)
-            for s in step if isinstance(step, list) else [step]:
+        for m in draw(moves(f))[: f.max_steps]:
+            for s in d.steps_of(m):
                 d.apply(s)
     if f.end and draw(st.booleans()):
         d.apply(EndStep())
