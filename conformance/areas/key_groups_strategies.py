@@ -126,19 +126,31 @@ Draft = Step | AddDraft | RestoreDraft | RefusalDraft | BurstDraft
 # --------------------------------------------------------------------------
 
 
+TEXT = object()  # a key table's entry for a string drawn character by character
+
+# One draw picks a key and its type (few choices per step, so that the shrinker can delete a step
+# whole): ints, longs and strings about a third each, one key in about thirty null, a string drawn
+# character by character now and then.  The first entry, the int 0, is the plainest.
+NULLS = ((None, "int"), (None, "long"), (None, "string"))
+TEXTS = ((TEXT, "string"),) * 6
+
+
+def _key_table(strings: tuple[str, ...]) -> tuple[tuple[Any, str], ...]:
+    return (*((k, "int") for k in INT_KEYS * 2), *((k, "long") for k in LONG_KEYS * 2),
+            *((k, "string") for k in strings), *TEXTS, *NULLS)
+
+
+KEY_TABLE, PLAIN_KEY_TABLE = _key_table(STRINGS), _key_table(PLAIN_STRINGS)
+
+
 @st.composite
 def keys(draw: Any, lone_surrogates: bool = True) -> tuple[int | str | None, str]:
-    """A key and its type: one in thirty null; strings with unpaired surrogates only when
-    `lone_surrogates`."""
-    type_ = draw(st.sampled_from(TYPES))
-    if draw(st.integers(0, 29)) == 29:
-        return None, type_
-    if type_ != "string":
-        return draw(st.sampled_from(INT_KEYS if type_ == "int" else LONG_KEYS)), type_
-    strings, alphabet = (STRINGS, CHARS) if lone_surrogates else (PLAIN_STRINGS, PLAIN_CHARS)
-    if draw(st.integers(0, 2)) < 2:
-        return draw(st.sampled_from(strings)), type_
-    return "".join(draw(st.lists(st.sampled_from(alphabet), max_size=5))), type_
+    """A key and its type; strings with unpaired surrogates only when `lone_surrogates`."""
+    key, type_ = draw(st.sampled_from(KEY_TABLE if lone_surrogates else PLAIN_KEY_TABLE))
+    if key is TEXT:
+        alphabet = CHARS if lone_surrogates else PLAIN_CHARS
+        return "".join(draw(st.lists(st.sampled_from(alphabet), max_size=5))), type_
+    return key, type_
 
 
 @st.composite
@@ -158,10 +170,13 @@ def updates(draw: Any, f: Features) -> UpdateStep:
     return UpdateStep(key, type_, draw(st.integers(1, 5)))
 
 
+NAME_MODES = tuple((n, m) for m in ("split", "split", "union", "broadcast") for n in NAMES)
+
+
 @st.composite
 def adds(draw: Any) -> AddDraft:
-    mode = draw(st.sampled_from(("split", "split", "union", "broadcast")))
-    return AddDraft(draw(st.integers(0, 9)), draw(st.sampled_from(NAMES)), draw(st.integers(0, 99)), mode)
+    name, mode = draw(st.sampled_from(NAME_MODES))  # one draw: a name and its mode (if first)
+    return AddDraft(draw(st.integers(0, 9)), name, draw(st.integers(0, 99)), mode)
 
 
 @st.composite
@@ -179,20 +194,20 @@ def restores(draw: Any, f: Features, config: KeyGroupsConfig) -> Draft:
 def bursts(draw: Any, f: Features, config: KeyGroupsConfig) -> list[Draft]:
     """Elements of two split names dealt over the first subtasks, two of a broadcast name, a
     checkpoint and a restore (`_Job.burst_adds` picks the names the modes allow)."""
-    split = draw(st.lists(st.integers(0, 99), min_size=3, max_size=7))
-    broadcast = draw(st.lists(st.integers(0, 99), min_size=1, max_size=2))
+    split = draw(st.lists(st.integers(0, 99), min_size=2, max_size=7))
+    broadcast = draw(st.lists(st.integers(0, 99), max_size=2))
     return [BurstDraft(tuple(split), tuple(broadcast)), CheckpointStep(), draw(restores(f, config))]
 
 
 def _kinds(f: Features) -> tuple[str, ...]:
     """Step kinds, weighted by repetition (an update first: the plainest step)."""
-    kinds = ("update",) * 20
+    kinds: tuple[str, ...] = ("update",) * 20
     if f.operator_state:
         kinds += ("add",) * 7
     if f.restore:
         kinds += ("checkpoint",) * 4 + ("restore",) * 8
     if f.operator_state and f.rescale:
-        kinds += ("burst",) * 2
+        kinds += ("burst",) * 3
     return kinds
 
 
