@@ -54,7 +54,7 @@ FAULT_DEPTH = 3
 # more queries, tasks to fail and restarts: a call's tasks and restarts grow with its micro-batches
 # and rounds, hardly with its schedules.  Measured on the 2-core machine for >= 1,000 task failures
 # per area (issue 31): see docs/running-the-suite.md, "Fault runs".
-FAULT_CALL_SIZE: dict[str, int] = {"async_io": 60, "key_groups": 50, "sources": 30}
+FAULT_CALL_SIZE: dict[str, int] = {"async_io": 60, "key_groups": 25, "sources": 30}
 
 
 @cache

@@ -9,9 +9,10 @@ The mapping:
   "sid:record"), a `watermark` step a row of kind "W", a `status` step a row of kind "S" (async_map's
   in-band statuses, `ts` 1 idle), an `end` step a row of kind "E", a `crash` step a row of kind "X"
   (async_map's stop: the operator stops at once, AIO-58); `at` is the step's instant (below).  Each
-  micro-batch (offset `{"batch": i}`) is spread over `PARTITIONS` input partitions; `mapInArrow` is
-  narrow, so each partition is one task, and `async_map(group_col=...)` gives every schedule an
-  operator of its own in that task, with its own configuration (`group_config`).
+  micro-batch (offset `{"batch": i}`) is spread over `PARTITIONS` input partitions
+  (`FAULT_PARTITIONS` in a fault run); `mapInArrow` is narrow, so each partition is one task, and
+  `async_map(group_col=...)` gives every schedule an operator of its own in that task, with its own
+  configuration (`group_config`).
 * **Checkpoints** (AIO-44): a schedule's `checkpoint` step ends its segment: the segment is one
   micro-batch, and the checkpoint is that micro-batch's commit in Spark's commit log (the trace's
   `checkpoint` event is reported only for a micro-batch the commit log holds).  In a streaming query
@@ -99,6 +100,9 @@ except ImportError:  # pyspark missing: the module still imports (the adapter re
 
 FORMAT = "flink_async_io_script"
 PARTITIONS = 2  # one task per core of the 2-core machine: more tasks cost more than they overlap
+# A fault run (chaos.py armed) spreads each micro-batch over more partitions: more source tasks to
+# fail, each a new operator per schedule in it (no schedule's trace depends on its partition).
+FAULT_PARTITIONS = 4
 SPAN_MS = 0.5  # all step instants of a schedule lie within this many ms of their processing time
 SEGMENTS = 1024  # an operator's group id: sid * SEGMENTS + the schedule's segment number
 
@@ -378,14 +382,17 @@ def _write(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def run_many(spark: Any, schedules: Sequence[Schedule], root: Path, partitions: int = PARTITIONS
+def run_many(spark: Any, schedules: Sequence[Schedule], root: Path, partitions: int | None = None
              ) -> list[Trace]:
     """The traces of a batch of async I/O schedules, all of them through `async_map` in streaming
     queries: one query per round of incarnations (every schedule's first incarnation in the first
     query; after its `crash` or failure, its incarnation from the `restore` on in the next query,
     started from a copy of the previous query's checkpoint location); each query one micro-batch per
     segment (a schedule's `checkpoint` is the commit of the micro-batch its segment ends in, AIO-44),
-    each schedule's segment an operator of its own (`group_col`)."""
+    each schedule's segment an operator of its own (`group_col`); each micro-batch over `partitions`
+    input partitions (default PARTITIONS, FAULT_PARTITIONS in an armed fault run)."""
+    if partitions is None:
+        partitions = FAULT_PARTITIONS if chaos.armed(root) else PARTITIONS
     traces: dict[int, Trace] = {}
     configs: dict[int, OperatorConfig] = {}
     plans: dict[int, Plan] = {}
