@@ -52,8 +52,9 @@ EXAMPLES = 36
 FAULT_DEPTH = 3
 # A fault run cuts an area's schedules into run_many calls of at most this many, so that they meet
 # more queries, tasks to fail and restarts: a call's tasks and restarts grow with its micro-batches
-# and rounds, hardly with its schedules.  Measured on the 2-core machine for >= 1,000 task failures
-# per area (issue 31): see docs/running-the-suite.md, "Fault runs".
+# and rounds, hardly with its schedules.  Sized for >= 1,000 task failures per area at 36 examples
+# (issue 31): key groups gave 841 in calls of 50 (so 25); async I/O and sources from one call's count
+# (60 async I/O schedules 22 failures, 28 sources schedules 23); docs/running-the-suite.md, "Fault runs".
 FAULT_CALL_SIZE: dict[str, int] = {"async_io": 60, "key_groups": 25, "sources": 30}
 
 
