@@ -18,7 +18,8 @@
    every old subtask (which must then be scanned key by key).
 
     PYTHONPATH=. python bench/key_groups.py [--runs 3] [--keys 1000000]
-    PYTHONPATH=. python bench/key_groups.py --stream [--schedules 500] [--runs 1] [--calls 1]
+    PYTHONPATH=. python bench/key_groups.py --stream [--schedules 500] [--runs 1] [--calls 1] \
+        [--query-partitions 2]
 
 `--stream` measures instead the conformance schedules per second through streaming queries:
 `--schedules` drawn schedules of every supported feature (the rescaling properties' features)
@@ -168,7 +169,7 @@ def drawn_schedules(n: int) -> list[Any]:
     return drawn(schedules(features), n)
 
 
-def bench_stream(spark: Any, n: int, runs: int, calls: int = 1) -> None:
+def bench_stream(spark: Any, n: int, runs: int, calls: int = 1, partitions: int = 2) -> None:
     import shutil
     import tempfile
     from pathlib import Path
@@ -179,7 +180,7 @@ def bench_stream(spark: Any, n: int, runs: int, calls: int = 1) -> None:
     batch = drawn_schedules(n)
     task_mode = PySparkAdapter(spark=spark)
     print(f"cpus {os.cpu_count()}, load before {os.getloadavg()[0]:.1f}; {len(batch)} drawn schedules "
-          f"in {calls} run_many call(s)")
+          f"in {calls} run_many call(s), at most {partitions} state partitions a query")
     rates: dict[str, list[float]] = {"stream (run_many)": [], "task mode (PySparkAdapter)": []}
     for _ in range(runs):
         root = Path(tempfile.mkdtemp(prefix="bench-kg-"))
@@ -188,7 +189,7 @@ def bench_stream(spark: Any, n: int, runs: int, calls: int = 1) -> None:
         try:
             for k in range(calls):  # the suite's calls: one per property
                 run_many(spark, batch[k * len(batch) // calls:(k + 1) * len(batch) // calls], root / str(k),
-                         timings)
+                         timings, partitions)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         rates["stream (run_many)"].append(len(batch) / (time.perf_counter() - start))
@@ -211,10 +212,13 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true", help="schedules/s through run_many vs task mode")
     parser.add_argument("--schedules", type=int, default=500, help="drawn schedules (--stream)")
     parser.add_argument("--calls", type=int, default=1, help="run_many calls (--stream)")
+    parser.add_argument("--query-partitions", type=int, default=2,
+                        help="the most state partitions of a round's query (--stream; "
+                             "stream.QUERY_PARTITIONS)")
     args = parser.parse_args()
     spark = get_spark()
     if args.stream:
-        bench_stream(spark, args.schedules, args.runs, args.calls)
+        bench_stream(spark, args.schedules, args.runs, args.calls, args.query_partitions)
         return
     print(f"cpus {os.cpu_count()}, load before {os.getloadavg()[0]:.1f}")
     rates(spark, args.keys, args.runs)

@@ -200,8 +200,9 @@ def _fields(e: Any) -> tuple[Any, ...]:
 
 @pytest.mark.spark
 def test_task_failures_change_no_trace(spark: Any, workdir: Path) -> None:
-    """Every keyed task fails once after its first state update (chaos.arm(root, 1.0)); Spark runs it
-    again from the last committed state store version: the traces are those of an unarmed run, the
+    """Every keyed task fails in its first three attempts, each after one more grouping key's first
+    state update (chaos.arm(root, 1.0, depth=3), as the fault runs); Spark runs it again from the
+    last committed state store version each time: the traces are those of an unarmed run, the
     reference's, and (one key group) the hand-written one: the update after the checkpoint lost, the
     sum 5 and the operator element restored."""
     from flink_semantics.adapters.pyspark import chaos
@@ -211,7 +212,7 @@ def test_task_failures_change_no_trace(spark: Any, workdir: Path) -> None:
     unarmed = run_many(spark, schedules, workdir / "unarmed")
     armed_root = workdir / "armed"
     armed_root.mkdir()
-    chaos.arm(armed_root, 1.0)
+    chaos.arm(armed_root, 1.0, depth=3)
     armed = run_many(spark, schedules, armed_root)
     assert chaos.injected(armed_root) > 0
     assert chaos.restarts(armed_root) == 1  # the restores' round: one query stopped, one started

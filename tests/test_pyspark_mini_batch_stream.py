@@ -230,10 +230,11 @@ FAULT_CASES = [
 
 @pytest.mark.spark
 def test_injected_task_failures_change_no_trace(spark: Any, tmp_path: Path) -> None:
-    """Armed with share 1 (chaos.py): the first attempt of every task of the source reader and of
-    both stages fails after part of its work (the stages after a state update, before the commit);
-    Spark runs it again from the last committed state.  The traces are the spec's, as unarmed; the
-    restore is counted as a query restart."""
+    """Armed with share 1 and depth 3 (chaos.py, as the fault runs): the first three attempts of
+    every task of the source reader and of both stages fail, each after more of its work (the
+    stages after a state update, before the commit); Spark runs it again from the last committed
+    state each time.  The traces are the spec's, as unarmed; the restore is counted as a query
+    restart."""
     from flink_semantics.adapters.pyspark import chaos
     from flink_semantics.adapters.pyspark.mini_batch.stream import run_many
 
@@ -241,7 +242,7 @@ def test_injected_task_failures_change_no_trace(spark: Any, tmp_path: Path) -> N
     armed, unarmed = tmp_path / "armed", tmp_path / "unarmed"
     armed.mkdir()
     unarmed.mkdir()
-    chaos.arm(armed, 1.0)
+    chaos.arm(armed, 1.0, depth=3)
     got = run_many(spark, batch, armed)
     assert chaos.injected(armed) > 0
     assert chaos.restarts(armed) == 1  # one round of restores: one query started from checkpoints

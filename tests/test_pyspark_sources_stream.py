@@ -52,10 +52,11 @@ def test_spec_examples_through_one_streaming_query(spark: Any, workdir: Path) ->
 
 
 @pytest.mark.spark
-def test_every_task_failing_once_keeps_the_traces(spark: Any, workdir: Path) -> None:
-    """The fault runs (chaos.py) through run_many: every read task's first attempt fails with its
-    partition half read, Spark runs it again; the traces are still the ones written in the spec
-    and the ones of an unarmed run, and each global failover is counted as a query restart."""
+def test_every_task_failing_keeps_the_traces(spark: Any, workdir: Path) -> None:
+    """The fault runs (chaos.py, share 1, depth 3) through run_many: every read task's first attempt
+    fails with its partition half read (its one fault point), Spark runs it again; the traces are
+    still the ones written in the spec and the ones of an unarmed run, and each global failover is
+    counted as a query restart."""
     from flink_semantics.adapters.pyspark import chaos
     from flink_semantics.adapters.pyspark.sources.stream import run_many
 
@@ -65,7 +66,7 @@ def test_every_task_failing_once_keeps_the_traces(spark: Any, workdir: Path) -> 
     unarmed, armed = workdir / "unarmed", workdir / "armed"
     unarmed.mkdir()
     armed.mkdir()
-    chaos.arm(armed, 1.0)
+    chaos.arm(armed, 1.0, depth=3)
     got = run_many(spark, [e.schedule for e in examples], armed)
     assert chaos.injected(armed) > 0
     assert chaos.restarts(armed) >= 1  # a fail_enumerator or rescale among them: a query restart

@@ -168,15 +168,16 @@ FAULT_CASES = ["idleness-timeline", "alignment-buffer-3", "punctuated-blocked-th
 
 @pytest.mark.spark
 def test_injected_task_failures_leave_the_traces_unchanged(spark: Any, tmp_path: Path) -> None:
-    """Every stateful task fails once, after its first state update (chaos.arm share 1): Spark runs
-    it again from the committed state, and each trace is still the hand-written one, as unarmed; a
+    """Every stateful task fails in its first three attempts, each after one more group's state
+    update (chaos.arm share 1, depth 3, as the fault runs): Spark runs it again from the committed
+    state, and each trace is still the hand-written one, as unarmed; a
     failover is a query restart, counted."""
     schedules = [WM.schedule(*D1[name][:2]) for name in FAULT_CASES]
     expected = [WM.trace(D1[name][2]) for name in FAULT_CASES]
     (tmp_path / "plain").mkdir()
     (tmp_path / "armed").mkdir()
     plain = run_many(spark, schedules, tmp_path / "plain")
-    chaos.arm(tmp_path / "armed", 1.0)
+    chaos.arm(tmp_path / "armed", 1.0, depth=3)
     armed = run_many(spark, schedules, tmp_path / "armed")
     assert plain == expected
     assert armed == expected

@@ -259,8 +259,10 @@ class Round:
     """The query of one round: every job that runs in it, each at its own parallelism."""
 
     def __init__(self, spark: Any, root: Path, number: int, plans: dict[int, Plan], jobs: list[Job],
-                 locations: Locations, timings: dict[str, float] | None = None):
+                 locations: Locations, timings: dict[str, float] | None = None,
+                 partitions: int = QUERY_PARTITIONS):
         self.spark, self.root, self.number = spark, root, number
+        self.partitions = partitions  # the most state partitions of its query
         self.timings = timings if timings is not None else {}
         self.plans = plans
         self.locations = locations  # (sid, segment) -> (its query's checkpoint, state partitions, job id)
@@ -286,7 +288,7 @@ class Round:
         if not batches:
             return []
         parallelism = max(self.jobs[j].segment.parallelism for j in ids)
-        partitions = min(parallelism, QUERY_PARTITIONS)
+        partitions = min(parallelism, self.partitions)
         with self._timed("state reads and redistribution"):
             initial = self.initial_state(partitions)
         if self.number:  # the last round's query stopped; a new one starts from the state it committed
@@ -302,6 +304,10 @@ class Round:
                 query.stop()
         self.timings["queries"] = self.timings.get("queries", 0) + 1
         self.timings["micro-batches run"] = self.timings.get("micro-batches run", 0) + batches
+        for progress in query.recentProgress:  # Spark's own durations of the micro-batches
+            for what, ms in progress.durationMs.items():
+                if what != "triggerExecution":
+                    self.timings[f"  {what}"] = self.timings.get(f"  {what}", 0.0) + ms / 1000
         with self._timed("outputs"):
             return self.output()
 
@@ -398,10 +404,11 @@ def _events(p: Plan, rows: list[Any]) -> list[Event]:
 
 
 def run_many(spark: Any, schedules: Sequence[Schedule], root: Path,
-             timings: dict[str, float] | None = None) -> list[Trace]:
+             timings: dict[str, float] | None = None, partitions: int = QUERY_PARTITIONS) -> list[Trace]:
     """The traces of a batch of key groups schedules, through `api.keyed_process` and
-    `api.rescale_jobs`: one query per round of restores (see the module's doc).
-    `timings`, when given, adds up the seconds spent per phase (bench/key_groups.py)."""
+    `api.rescale_jobs`: one query per round of restores (see the module's doc), each with at most
+    `partitions` state partitions.  `timings`, when given, adds up the seconds spent per phase and
+    Spark's durations of the micro-batches (bench/key_groups.py)."""
     traces: dict[int, Trace] = {}
     plans: dict[int, Plan] = {}
     for i, s in enumerate(schedules):
@@ -421,7 +428,7 @@ def run_many(spark: Any, schedules: Sequence[Schedule], root: Path,
     locations: Locations = {}
     jobs = jobs_of(plans)
     for number in range(max((j.round for j in jobs), default=-1) + 1):
-        r = Round(spark, Path(root), number, plans, jobs, locations, timings)
+        r = Round(spark, Path(root), number, plans, jobs, locations, timings, partitions)
         try:
             got = r.run()
         finally:
