@@ -119,6 +119,26 @@ def test_the_difference_names_the_rule(s: Schedule, step: int, expected: list[st
     assert told(s, step, expected, observed) == blame
 
 
+# s1 is tracked under checkpoint 2, taken before checkpoint 1's notification (step 6) and aborted;
+# s2 under checkpoint 3, aborted too but taken after that notification.
+EXPOSED = ("register r0", "request r0", "checkpoint 1", "barrier 1", "request r0", "checkpoint 2",
+           "complete 1", "abort 2", "request r0", "checkpoint 3", "barrier 3", "abort 3", "fail 0")
+
+
+def test_a_bucket_given_back_whole_clears_the_rules_that_would_have_dropped_it() -> None:
+    """s1's bucket may have been dropped by the abort of 2 (SRC-18) or by the notification of 1
+    (SRC-17); s2's bucket, aborted too, came back: the abort does not drop buckets, so SRC-17.  With
+    s1 back and s2 missing, SRC-18 alone explains it; without checkpoint 3, both are blamed."""
+    s = schedule("readers=1 splits=[1, 1, 1]", *EXPOSED)
+    assert told(s, 12, ["splits_back r0 [s1, s2]"], ["splits_back r0 [s2]"]) == Blame(
+        ("SRC-17",), ("SRC-18", "SRC-21"))
+    assert told(s, 12, ["splits_back r0 [s1, s2]"], ["splits_back r0 [s1]"]) == Blame(
+        ("SRC-18",), ("SRC-21",))
+    short = schedule("readers=1 splits=[1, 1, 1]", *EXPOSED[:8], "fail 0")
+    assert told(short, 8, ["splits_back r0 [s1]"], ["splits_back r0 []"]) == Blame(
+        ("SRC-17", "SRC-18"), ("SRC-21",))
+
+
 def test_a_push_the_queue_cannot_tell_blames_both() -> None:
     """r1 never registered, and the enumerator's queue holds only s0, which came back at step 2: an
     adapter whose push did not fail the job skipped the registration check (SRC-4), or had lost s0

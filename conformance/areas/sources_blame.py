@@ -11,8 +11,8 @@ sources.md's rule text is the oracle):
 * an assignment or NoMoreSplits reaching a reader while a checkpoint awaits its barrier, or after
   a later reader's snapshot at the barrier: SRC-13 (the valve);
 * END_OF_INPUT in the group, on either side: SRC-32;
-* a request of the new attempt of a reader whose failed attempt had NoMoreSplits, left unanswered:
-  SRC-25;
+* a request of (or a push to) the new attempt of a reader whose failed attempt had NoMoreSplits,
+  left unanswered: SRC-25;
 * a push to an unregistered reader that does not fail the job, or a reader not registering at
   `end`, when a global failover emptied the registry: SRC-5, else SRC-4;
 * the tasks of a `reset`: SRC-35 when they cut a pipelined region, else SRC-36;
@@ -48,7 +48,6 @@ from flink_semantics.spec.areas.sources import (
     EndStep,
     FailEnumeratorStep,
     FailStep,
-    RequestStep,
     RescaleStep,
     task_count,
 )
@@ -76,7 +75,7 @@ class Before:
     committed: Counter = field(default_factory=Counter)
     unregistered_globally: set[int] = field(default_factory=set)  # readers a global failover unregistered
     restart: dict[int, str] = field(default_factory=dict)  # reader -> how it last restarted
-    told_before_reset: set[int] = field(default_factory=set)  # readers whose failed attempt got NoMoreSplits
+    told_before_reset: set[int] = field(default_factory=set)  # readers reset after NoMoreSplits was signalled
 
     @property
     def current(self) -> Step:
@@ -104,7 +103,7 @@ def _apply(ctx: Before, i: int, s: Step) -> None:
     m = ctx.model
     lost = {r: _uncommitted(m, r) for r in range(m.parallelism)}
     registered = {r for r in range(m.parallelism) if m.readers[r].registered}
-    told = {r for r in range(m.parallelism) if m.readers[r].no_more}
+    told = set(m.no_more)  # the coordinator signalled NoMoreSplits (SRC-9), delivered or held
     if isinstance(s, CheckpointStep):
         ctx.taken_at[s.id] = i
         if s.fails:
@@ -171,14 +170,16 @@ def _end_of_input(ctx: Before, exp: Sequence[Event], obs: Sequence[Event]) -> Bl
 
 def _no_more_again(ctx: Before, exp: Sequence[Event], obs: Sequence[Event]) -> Blame | None:
     """SRC-25: the new attempt of a reader that got NoMoreSplits before its reset may request again
-    and get NoMoreSplits again (the reset clears the flag, SRC-21): its request answered with
-    nothing, where the reference answers it."""
+    and get NoMoreSplits again (the reset clears the flag, SRC-21): an answer to its request (or a
+    push to it, or what the valve held for it) missing, where the reference delivers one."""
     s = ctx.current
-    if not isinstance(s, RequestStep) or s.reader not in ctx.told_before_reset:
-        return None
-    if s.reader in ctx.model.no_more:  # told again since: SRC-6 drops the request
-        return None
-    if _of(exp, *_DELIVERED) and not _of(obs, *_DELIVERED):
+    want = {e.reader for e in _of(exp, *_DELIVERED)}
+    if isinstance(s, AssignStep) and _of(exp, "global_failover"):
+        want.add(s.reader)
+    got = {e.reader for e in _of(obs, *_DELIVERED)}
+    if isinstance(s, AssignStep) and _of(obs, "global_failover"):
+        got.add(s.reader)
+    if (want - got) & ctx.told_before_reset:
         return Blame(("SRC-25",), ("SRC-6", "SRC-21"))
     return None
 
@@ -234,23 +235,39 @@ def _splits_back(ctx: Before, exp: Sequence[Event], obs: Sequence[Event]) -> Bla
                for s in bucket.get(r, [])} | {s for s, _ in m.restored_state(r)}
     if any(s in covered for s in extra):
         return Blame(("SRC-22",), ("SRC-21",))
-    broken: list[str] = []
-    for s in missing:
-        k = next((k for k, bucket in m.tracker.items() if s in bucket.get(r, [])), None)
-        if k is None:
-            continue
-        if k in ctx.failed:
-            broken.append("SRC-19")
-        elif m.checkpoints[k].state == ABORTED:
-            broken.append("SRC-18")
-        if any(n < k and at > ctx.taken_at[k] for at, n in ctx.notified):
-            broken.append("SRC-17")
-    if broken:
-        return Blame(tuple(sorted(set(broken))), ("SRC-18", "SRC-21") if "SRC-19" in broken else ("SRC-21",))
+    # Each bucket after the restore point, and the rules that would have dropped it: a missing
+    # split's bucket names them; one given back whole clears those that would have dropped it too.
+    after = {k: bucket[r] for k, bucket in m.tracker.items() if r in bucket and (point is None or k > point)}
+    suspects: set[str] = set()
+    cleared: set[str] = set()
+    for k, splits in after.items():
+        causes = _droppers(ctx, k)
+        if any(s in missing for s in splits):
+            suspects |= causes
+        elif all(s in got[0].splits for s in splits):
+            cleared |= causes
+    if suspects:
+        broken = tuple(sorted(suspects - cleared or suspects))
+        possible = sorted({*suspects, "SRC-21", *(("SRC-18",) if "SRC-19" in broken else ())} - set(broken))
+        return Blame(broken, tuple(possible))
     others = {s for k, bucket in m.tracker.items() for q, ss in bucket.items() if q != r for s in ss}
     if any(s in others for s in extra):
         return Blame(("SRC-23",), ("SRC-21",))
     return Blame(("SRC-21",), ("SRC-7", "SRC-11"))
+
+
+def _droppers(ctx: Before, k: int) -> set[str]:
+    """The rules whose breach would drop the bucket under checkpoint k: its checkpoint failed
+    (SRC-19) or was aborted (SRC-18); an earlier checkpoint's notification came after k was taken
+    (SRC-17)."""
+    out = set()
+    if k in ctx.failed:
+        out.add("SRC-19")
+    elif ctx.model.checkpoints[k].state == ABORTED:
+        out.add("SRC-18")
+    if any(n < k and at > ctx.taken_at[k] for at, n in ctx.notified):
+        out.add("SRC-17")
+    return out
 
 
 def _records(events: Sequence[Event]) -> Counter:
