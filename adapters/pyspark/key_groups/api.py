@@ -343,9 +343,9 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         ctx = SubtaskContext(job, _int(pdf[AT].iloc[0]), TaskContext.get().partitionId(), self.keyed,
                              self.operator, self.next_pos)
         out: list[tuple[Any, ...]] = []
-        for n, row in enumerate(pdf[self.columns].itertuples(index=False)):
+        for row in pdf[self.columns].itertuples(index=False):
             out.extend(self._row(salt, row, ctx))
-            if n == 0 and self.chaos_root is not None:  # a failure after a state update (chaos.py)
+            if self.chaos_root is not None:  # a failure after each state update (chaos.py)
                 from flink_semantics.adapters.pyspark import chaos
 
                 chaos.task_point(self.chaos_root, "key_groups.keyed_process")

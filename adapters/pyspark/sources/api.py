@@ -397,11 +397,12 @@ class Flip27StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from rows[:half]
         for k in range(partition.failures):
             inject_once(self.dir, f"reader-{partition.batch}-{partition.reader}-{k}")
-        if self.dir:  # the fault runs (chaos.py): an armed run fails this attempt, its partition half read
-            from flink_semantics.adapters.pyspark import chaos
+        from flink_semantics.adapters.pyspark import chaos
 
+        if self.dir:  # the fault runs (chaos.py): an armed run fails this attempt, its partition half read
             chaos.task_point(self.dir, "flip27-read")
-        yield from rows[half:]
+        # ... and each retry further into the second half (chaos.partly_read's points)
+        yield from chaos.partly_read(rows[half:], self.dir or None, "flip27-read")
 
     def _value(self, job: int, split: int, offset: int) -> str | None:
         s = self.jobs[job]["splits"][split]
