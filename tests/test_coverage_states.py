@@ -269,7 +269,7 @@ def test_every_area_names_states_and_a_case_for_each() -> None:
     assert set(CASES) == set(areas())
     for area, (reaching, _) in CASES.items():
         floors = coverage.floors(area)
-        assert 3 <= len(floors) <= 8, area
+        assert 3 <= len(floors) <= 16, area  # the rare states and their combinations (issue 32)
         assert all(0 < floor < 1 for floor in floors.values()), floors
         assert set(reaching) == set(floors), area
 
