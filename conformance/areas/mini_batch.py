@@ -432,7 +432,7 @@ def intents(f: Features) -> st.SearchStrategy[Any]:
     kinds += [MARKS] * 3 if f.upstream_watermarks else []
     kinds += [st.builds(Status, st.sampled_from((True, True, True, False)))] if f.status else []
     kinds += [st.just(Barrier())] * 3 + [st.builds(Crash, RESTORES, ROWS)] * 2 if f.checkpoints else []
-    return st.sampled_from(tuple(range(len(kinds)))).flatmap(lambda i: kinds[i])
+    return st.one_of(kinds)  # not a flatmap of the kind: one_of shrinks far faster (issue 32 item 4)
 
 
 class _Draft:
