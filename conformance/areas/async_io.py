@@ -21,7 +21,6 @@ only on the order in which they do.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -224,10 +223,10 @@ COVERAGE = {
     AT_DEADLINE: 0.006,  # (1.4%) test_timeouts, test_retries: `ignore`, advances to the next timer
     END_DURING_BACKOFF: 0.004,  # (0.8%) test_retries, test_checkpoint_and_restore
     RESTORED_COMPLETED: 0.007,  # (1.4%) test_checkpoint_and_restore
-    # Combinations, measured the same way with the composed strategies (7326 schedules):
-    WAITED_TIMEOUT: 0.0025,  # (0.7%) AIO-59 with AIO-7: test_timeouts, test_retries (`advance`, input waits)
-    STORED_IN_BACKOFF: 0.0013,  # (0.2%) AIO-41 with AIO-44: test_checkpoint_and_restore
-    ERROR_AFTER_TIMEOUT: 0.004,  # (1.1%) AIO-30 with AIO-23: test_timeouts, test_checkpoint_and_restore
+    # Combinations, measured the same way (7417 schedules):
+    WAITED_TIMEOUT: 0.0025,  # (0.5%) AIO-59 with AIO-7: test_timeouts, test_retries (`advance`, input waits)
+    STORED_IN_BACKOFF: 0.0013,  # (0.27%) AIO-41 with AIO-44: test_checkpoint_and_restore
+    ERROR_AFTER_TIMEOUT: 0.004,  # (0.85%) AIO-30 with AIO-23: test_timeouts, test_checkpoint_and_restore
 }
 
 
@@ -301,32 +300,40 @@ def _states(schedule: Schedule) -> list[str]:
 # Strategies
 # --------------------------------------------------------------------------
 
-# Every part of a step and of a configuration is drawn by a strategy of its own (issue 32, item 4): a
-# step's op from the table of ops (`st.sampled_from`, the plainest first), then its fields, and the
-# steps as lists; so shrinking can drop any one step and simplify any one field towards its plainest
-# value.  Strategies are built once (at import, or once per table or features: `functools.cache`),
-# since hypothesis validates every strategy object it meets.
+# Drawing costs hypothesis a fixed price per choice and per strategy object it has to validate, and a
+# property draws thousands of schedules: so every strategy below is built once, at import, and the
+# parts of a step or of a configuration are packed into one integer, drawn as one choice.  Decoding
+# maps 0 to the plainest value of every part, so shrinking the integer makes the schedule plainer.
 
 SMALL = st.integers(0, 9)
 PICK = st.integers(0, 63)
-# A result list: empty (AIO-19, the simplest) or up to three values (a list: `.map(tuple)` or
-# `st.one_of` would cost hypothesis a level of bookkeeping for every step).
-RESULT = st.lists(SMALL, max_size=3)
-# An intent for one step: (which op, which record / how much, a value, a result).
-Intent = tuple[str, int, int, "Sequence[int]"]
 
 
-@functools.cache
-def intents(table: tuple[str, ...]) -> st.SearchStrategy[list[list[Intent]]]:
-    """Lists of intents, each an op of `table` and its fields; lists of lists give about ten on
-    average (a flat list averages five)."""
-    one = st.tuples(st.sampled_from(table), PICK, SMALL, RESULT)
-    return st.lists(st.lists(one, min_size=1, max_size=10), min_size=1, max_size=4)
+def _bits(n: int, first: int, count: int) -> int:
+    return (n >> first) & ((1 << count) - 1)
 
 
-COMPLETIONS = st.lists(st.tuples(st.just("complete"), PICK, SMALL, RESULT), max_size=3)
-# A snapshot burst's parts: records beyond two (0..2), which other records complete, and a crash.
-SNAPSHOT = st.tuples(st.integers(0, 2), st.lists(st.booleans(), max_size=3), st.booleans())
+def result(n: int) -> tuple[int, ...]:
+    """A result list from 15 bits: bit 0 whether it has values (half of them do; empty results,
+    AIO-19, are the simplest), bits 1-2 its length - 1 (1..3), bits 3-14 its values (0..9)."""
+    if not n & 1:
+        return ()
+    return tuple(_bits(n, 3 + 4 * i, 4) % 10 for i in range(_bits(n, 1, 2) % 3 + 1))
+
+
+RESULT_BITS = st.integers(0, 2**15 - 1)
+# An intent for one step: (which valid op, which record / how much, a value, a result).
+Intent = tuple[int, int, int, "tuple[int, ...]"]
+
+
+def intent(n: int) -> Intent:
+    """An intent from 31 bits: bits 0-5 the op, 6-11 the pick, 12-15 the value, 16-30 a result."""
+    return _bits(n, 0, 6), _bits(n, 6, 6), _bits(n, 12, 4) % 10, result(n >> 16)
+
+
+# About ten intents on average (a flat list averages five); decoded by `intent` (a `.map` would add
+# a level of hypothesis' bookkeeping to every one of them).
+INTENTS = st.lists(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=10), min_size=1, max_size=4)
 
 
 @dataclass(frozen=True)
@@ -370,42 +377,49 @@ class Features:
 # --------------------------------------------------------------------------
 
 
+CONFIG_BITS = st.integers(0, 2**50 - 1)
+# A retry strategy is drawn on its own: hypothesis favours small integers, so the high bits of
+# CONFIG_BITS are seldom set, and a strategy packed there was almost never enabled.
+RETRY_BITS = st.integers(0, 2**22 - 1)
 MULTIPLIERS = (1.0, 1.5, 2.0, 3.0)
-# A retry strategy, the predicates first (none: no retry, AIO-4); then one retry after a fixed delay of
-# 3 ms (backoffs that last past a step).  Every field takes each of its values.
-RETRIES = st.builds(
-    RetryConfig, if_empty=st.booleans(), if_error=st.booleans(), strategy=st.sampled_from(RETRY_STRATEGIES),
-    max_attempts=st.sampled_from((1, 2, 3, 0)), delay=st.sampled_from((3, 4, 5, 6, 7, 8, 0, 1, 2)),
-    initial_delay=st.sampled_from((3, 4, 5, 6, 7, 8, 0, 1, 2)), max_delay=st.integers(0, 16),
-    multiplier=st.sampled_from(MULTIPLIERS))
 
 
-@functools.cache
-def configs(f: Features) -> st.SearchStrategy[AsyncIoConfig]:
-    """Valid configurations using the features: the mode, the capacity (1..max), a timeout of 1..32
-    ms, its handler (`ignore`, AIO-30, as often as the others together) and result; with retries, a
-    strategy three times in four."""
-    handlers = (*f.on_timeout, f.on_timeout[-1])
-    return st.builds(
-        AsyncIoConfig, mode=st.sampled_from(f.modes), capacity=st.integers(1, f.max_capacity),
-        timeout=st.integers(1, 32) if f.timeouts else st.just(0),
-        on_timeout=st.sampled_from(handlers) if f.timeouts else st.just("fail"),
-        timeout_result=RESULT.map(tuple) if f.timeouts else st.just(()),
-        retry=st.one_of(st.none(), RETRIES, RETRIES, RETRIES) if f.retries else st.none())
+def retry_config(n: int) -> RetryConfig:
+    """A retry strategy from 20 bits, the predicates first (0: no predicate, so no retry, AIO-4;
+    then one retry after a fixed delay of 3 ms: small numbers, which hypothesis favours, give
+    backoffs that last past a step).  Every field takes each of its values."""
+    return RetryConfig(
+        if_empty=bool(_bits(n, 0, 1)), if_error=bool(_bits(n, 1, 1)),
+        strategy=RETRY_STRATEGIES[_bits(n, 2, 1)], max_attempts=(1 + _bits(n, 3, 2)) % 4,
+        delay=(3 + _bits(n, 5, 4)) % 9, initial_delay=(3 + _bits(n, 9, 4)) % 9,
+        max_delay=_bits(n, 13, 5) % 17, multiplier=MULTIPLIERS[_bits(n, 18, 2)])
 
 
-@functools.cache
-def any_configs(f: Features) -> st.SearchStrategy[AsyncIoConfig]:
-    """Configurations that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
-    timeout; both at once), valid ones with a timeout or a retry strategy only when the features
-    allow."""
-    def config(mode: str, capacity: int, timeout: int, retry: RetryConfig | None) -> AsyncIoConfig:
-        if retry is not None and timeout > 0 and not f.retries:
-            retry = None
-        return AsyncIoConfig(mode=mode, capacity=capacity, timeout=timeout, retry=retry)
+def config_of(n: int, f: Features, retry: int = 0) -> AsyncIoConfig:
+    """A valid configuration using the features, from 50 bits: 0-1 the mode, 2-5 the capacity,
+    6-10 the timeout (1..31 ms), 11-12 the handler, 13-27 its result; with retries, from `retry`
+    (RETRY_BITS): bits 0-1 a retry strategy (unless both are 0) or none, 2-21 the strategy."""
+    timeout = 1 + _bits(n, 6, 5) if f.timeouts else 0
+    handlers = (*f.on_timeout, f.on_timeout[-1])  # the last (`ignore`: AIO-30) as often as the others
+    return AsyncIoConfig(
+        mode=f.modes[_bits(n, 0, 2) % len(f.modes)],
+        capacity=1 + _bits(n, 2, 4) % f.max_capacity,
+        timeout=timeout,
+        on_timeout=handlers[_bits(n, 11, 2) % len(handlers)] if f.timeouts else "fail",
+        timeout_result=result(_bits(n, 13, 15)) if f.timeouts else (),
+        retry=retry_config(retry >> 2) if f.retries and retry & 3 else None,
+    )
 
-    return st.builds(config, st.sampled_from(f.modes), st.integers(-2, 3),
-                     st.sampled_from((0, 10)) if f.timeouts else st.just(0), st.one_of(st.none(), RETRIES))
+
+def any_config(n: int, f: Features) -> AsyncIoConfig:
+    """A configuration that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
+    timeout), from 50 bits.  Valid ones use a timeout or a retry strategy only when the features allow."""
+    timeout = 10 * _bits(n, 6, 1) if f.timeouts else 0
+    retry = retry_config(n >> 29) if _bits(n, 28, 1) else None
+    if retry is not None and timeout > 0 and not f.retries:
+        retry = None
+    return AsyncIoConfig(mode=f.modes[_bits(n, 0, 2) % len(f.modes)], capacity=_bits(n, 2, 3) % 6 - 2,
+                         timeout=timeout, retry=retry)
 
 
 # --------------------------------------------------------------------------
@@ -474,7 +488,7 @@ class _Drawing:
         intent would most likely pass it by (conformance/coverage.py): after a failure every intent
         restores; after a timeout the handler ignored, half the intents complete that record (at
         or after its deadline, AIO-30), a quarter of them with an error (AIO-23) when errors are
-        drawn; while a record waits for a retry, a third end the input (AIO-39) and a third take a
+        drawn; while a record waits for a retry, a third end the input (AIO-39) and a fifth take a
         checkpoint (AIO-41); with timeouts, while input waits at a full queue, a quarter of the intents for
         more input advance the clock instead (AIO-59: a timeout runs from admission)."""
         m, f = self.model, self.f
@@ -482,7 +496,7 @@ class _Drawing:
             return "restore"
         if intent[1] % 2 and self.late():
             return "error" if f.errors and intent[1] % 4 == 3 else "complete"
-        if intent[1] % 3 == 2 and f.checkpoints and not self.ended and BACKOFF in record_states(m).values():
+        if intent[1] % 5 == 2 and f.checkpoints and not self.ended and BACKOFF in record_states(m).values():
             return "checkpoint"  # a snapshot storing a record that waits for a retry (AIO-41, AIO-44)
         if intent[1] % 3 == 1 and f.retries and f.end and not f.drain and not self.ended \
                 and BACKOFF in record_states(m).values():
@@ -493,27 +507,25 @@ class _Drawing:
 
     def snapshot(self, intent: Intent) -> None:
         """Two to four records (in unordered mode a watermark after the first, when there is room);
-        a completion of the latest outstanding record, and of the others drawn (never the oldest);
-        a checkpoint; and when drawn, a crash and a restore (SNAPSHOT: each part a choice of its
-        own, so shrinking drops the parts one by one): a snapshot storing
+        a completion of the latest outstanding record, and of some others but the oldest; a
+        checkpoint; and unless bit 5 of the pick is set, a crash and a restore: a snapshot storing
         completed records behind an incomplete one (AIO-44, AIO-45, AIO-55), restored from (AIO-46,
         AIO-47, AIO-57)."""
         pick, value, result = intent[1:]
-        more, others, crash = self.draw(SNAPSHOT)
         last = self.f.max_steps - 1  # room for the checkpoint
         room = self.capacity - self.model.queue_size()
         mark = self.config.mode == "unordered" and self.f.watermarks and room >= 3
-        for j in range(min(2 + more, room - mark)):
+        for j in range(min(2 + pick % 3, room - mark)):
             if len(self.steps) < last - 1 - mark:
                 self.apply(RecordStep((value + j) % 10, None))
             if j == 0 and mark:  # AIO-13: what completes behind it waits for the first record
                 self.watermark += 1
                 self.apply(WatermarkStep(self.watermark))
         for j, record in enumerate(self.model.outstanding()[:0:-1]):
-            if len(self.steps) < last and (j == 0 or (j <= len(others) and others[j - 1])):
-                self.apply(CompleteStep(record, tuple(result) or (value,)))  # not empty: no retry (AIO-33)
+            if len(self.steps) < last and not (j and (pick >> (1 + j)) & 1):
+                self.apply(CompleteStep(record, result or (value,)))  # not empty: no retry (AIO-33)
         self.apply(CheckpointStep(next(self.ids)))
-        if crash and len(self.steps) < self.f.max_steps - 1:
+        if not (pick >> 5) & 1 and len(self.steps) < self.f.max_steps - 1:
             self.apply(CrashStep())
             self.apply(self.step("restore", intent))
 
@@ -531,7 +543,7 @@ class _Drawing:
             late = self.late() if op == "complete" and pick % 2 else []
             record = late[0] if late else pool[pick % len(pool)]
             null = self.f.nulls and value >= 8  # AIO-20, one completion in five
-            return CompleteStep(record, None if null else tuple(result))
+            return CompleteStep(record, None if null else result)
         if op == "error":
             pool = m.outstanding()[::-1]
             return ErrorStep(self.late()[0] if pick % 2 and self.late() else pool[pick % len(pool)], "error")
@@ -577,7 +589,7 @@ class _Drawing:
             if not pending:
                 return
             record = sorted(pending)[self.draw(PICK) % len(pending)]
-            self.apply(CompleteStep(record, tuple(self.draw(RESULT))))
+            self.apply(CompleteStep(record, result(self.draw(RESULT_BITS))))
 
 
 # How often each op is offered when it is valid (records and completions make schedules interesting;
@@ -600,14 +612,17 @@ def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
     """Interpret a list of intents, one step each, against the model.
 
     An intent names an op from a fixed table (an op that is not valid now makes no step) and the
-    step's fields, each drawn on its own (`intents`); so deleting an intent deletes a step without
-    changing what the others mean, and shrinking a field makes its step plainer.
+    step's fields; so deleting an intent deletes a step without changing what the others mean,
+    and shrinking an intent towards zeros makes its step plainer.  Lists of lists give about ten
+    intents on average (a flat list averages five).
     """
     d = _Drawing(draw, f, config)
-    for wanted in (w for chunk in draw(intents(tuple(_op_table(f, d.timers)))) for w in chunk):
+    table = _op_table(f, d.timers)
+    for n in (n for chunk in draw(INTENTS) for n in chunk):
         if len(d.steps) >= f.max_steps:
             break
-        op = d.redirect(wanted[0], wanted)
+        wanted = intent(n)
+        op = d.redirect(table[wanted[0] % len(table)], wanted)
         if op == "snapshot" and op in d.options():
             d.snapshot(wanted)
         elif op in d.options():
@@ -621,26 +636,26 @@ def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
 def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Schedule:
     """A valid async I/O schedule using the features."""
     if config is None:
-        config = draw(configs(f))
+        config = config_of(draw(CONFIG_BITS), f, draw(RETRY_BITS) if f.retries else 0)
     return Schedule(AREA, config, tuple(_draw_steps(draw, f, config).steps))
 
 
 @st.composite
 def default_capacity_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
     """AIO-5: about DEFAULT_CAPACITY records with the default capacity, then some completions."""
-    config = AsyncIoConfig(mode=draw(st.sampled_from(modes)))
+    config = AsyncIoConfig(mode=modes[draw(PICK) % len(modes)])
     d = _Drawing(draw, Features(modes=modes, repeats=False), config)
     for _ in range(DEFAULT_CAPACITY - 2 + draw(st.integers(0, 4))):
         d.apply(RecordStep(draw(SMALL), None))
-    for wanted in draw(COMPLETIONS):
-        d.apply(d.step("complete", wanted))
+    for n in draw(st.lists(st.integers(0, 2**31 - 1), max_size=3)):
+        d.apply(d.step("complete", intent(n)))
     return Schedule(AREA, config, tuple(d.steps))
 
 
 @st.composite
 def config_schedules(draw: Any, f: Features) -> Schedule:
     """A schedule whose configuration may be invalid; valid ones get a few ordinary steps."""
-    config = draw(any_configs(f))
+    config = any_config(draw(CONFIG_BITS), f)
     try:
         validate_config(config)
     except ScheduleError:  # AIO-1, AIO-3: the operator must refuse it
@@ -775,7 +790,7 @@ def _inserted(steps: list[dict[str, Any]], draw: Any) -> Malformed | None:
 def malformed_schedules(draw: Any) -> Malformed:
     """A valid schedule with one defect that a named SCH rule refuses at a known step."""
     f = MALFORMED_FEATURES
-    config = draw(configs(f))
+    config = config_of(draw(CONFIG_BITS), f)
     d = _draw_steps(draw, f, config)
     base = Schedule(AREA, config, tuple(d.steps)).to_dict()
     kind = draw(st.sampled_from(("inserted", "appended", "area", "config")))
