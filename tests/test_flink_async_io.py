@@ -1,11 +1,8 @@
-"""The async_io area on the Java engine (adapters/flink/, AsyncIoEngine): not driven yet.
+"""The async_io area on the Java engine (adapters/flink/, AsyncIoEngine): Flink 2.3.0's
+AsyncWaitOperator inside a real OneInputStreamTask over a proxy Environment (AsyncIoTask).
 
-Flink 2.3.0's AsyncWaitOperator needs a containing StreamTask (AbstractStreamOperator.setup reads
-its Environment), and Flink's test task environments are not in the release jars; until the engine
-builds that task, it declares every async_io capability unsupported with that reason, so the suite
-reports the area's rules unsupported instead of running them on logic that is not Flink's.  These
-tests hold the engine to that: the hello names the reason for the area and each feature, and a
-schedule of the area is refused with an error, never given a trace.
+The hello declares checkpoints unsupported with its reason; schedules of the spec's examples give
+the reference model's traces.
 
 Marked `pyflink`; skipped, with the reason, without a JDK or without the apache-flink 2.3.0 jars.
 """
@@ -18,7 +15,9 @@ from typing import Any
 
 import pytest
 from flink_semantics.adapters import flink
-from flink_semantics.spec.areas.async_io import CAPABILITIES
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.area import get_area
+from flink_semantics.spec.schedule import schedule_from_dict, trace_from_dict
 
 from tests.hang import HANG_GUARD_S
 
@@ -46,23 +45,33 @@ def converse(engine: list[str], messages: list[dict[str, Any]]) -> tuple[list[di
     return [json.loads(line) for line in done.stdout.splitlines()], done.returncode
 
 
-def test_hello_declares_every_feature_unsupported(engine: list[str]) -> None:
-    """The area and each async_io capability of spec/adapter.py carry the reason naming Flink's class
-    and what is missing; no expected failure is claimed for a rule that is never run."""
+def test_hello_declares_checkpoints_unsupported(engine: list[str]) -> None:
+    """Every async_io capability but checkpoint is supported; checkpoint names its reason."""
     lines, status = converse(engine, [{"type": "close"}])
     assert status == 0
     caps = lines[0]["capabilities"]
-    names = ["async_io"] + sorted(c for c in CAPABILITIES if c.startswith("async_io."))
-    assert len(names) > 1
-    for name in names:
-        assert caps.get(name) and "AsyncWaitOperator" in caps[name] and "StreamTask" in caps[name], name
-    assert not any(rule.startswith("AIO-") for rule in lines[0]["expected_failures"])
+    assert caps["async_io"] is None and caps["async_io.ordered"] is None and caps["async_io.timeout"] is None
+    assert "snapshotState" in caps["async_io.checkpoint"]
 
 
-def test_a_schedule_is_refused_not_traced(engine: list[str]) -> None:
-    """A schedule of the area gives an error message (never a made-up trace); Main goes on."""
-    schedule = {"area": "async_io", "config": {}, "steps": [{"op": "record", "value": 1}]}
-    lines, status = converse(engine, [{"type": "run", "id": 4, "schedules": [schedule]}, {"type": "close"}])
-    assert status == 0
-    assert [(m["type"], m.get("id")) for m in lines[1:]] == [("error", 4)]
-    assert "AsyncWaitOperator" in lines[1]["message"]
+def example(config: str, steps: list[str]) -> Any:
+    n = get_area("async_io").notation
+    return schedule_from_dict({"area": "async_io", "config": n.parse_config(config),
+                               "steps": [n.parse_step(s) for s in steps]})
+
+
+SCHEDULES = [
+    example("capacity=3", ["record 1", "watermark 5", "record 2", "complete r1 [20]", "complete r0 [10]"]),
+    example("mode=unordered", ["record 1", "watermark 5", "record 2", "record 3", "complete r2 [30]",
+                               "complete r1 [20]", "complete r0 [10]", "end"]),
+    example("capacity=1", ["record 1", "record 2", "complete r0 [10]", "error r1"]),
+]
+
+
+def test_traces_are_the_references(engine: list[str]) -> None:
+    """Flink's AsyncWaitOperator gives the reference model's trace on each schedule."""
+    lines, status = converse(engine, [{"type": "run", "id": 1, "schedules": [s.to_dict() for s in SCHEDULES]},
+                                      {"type": "close"}])
+    assert status == 0 and lines[1]["type"] == "traces", lines[1]
+    for schedule, trace in zip(SCHEDULES, lines[1]["traces"], strict=True):
+        assert trace_from_dict(trace, "async_io") == expected_trace(schedule), schedule

@@ -1,0 +1,110 @@
+package org.flinksemantics.engine;
+
+import java.io.File;
+import java.lang.reflect.Array;
+import java.lang.reflect.Proxy;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.function.Consumer;
+import org.apache.flink.api.common.ExecutionConfig;
+import org.apache.flink.api.common.JobID;
+import org.apache.flink.api.common.JobInfo;
+import org.apache.flink.api.common.JobInfoImpl;
+import org.apache.flink.api.common.TaskInfo;
+import org.apache.flink.api.common.TaskInfoImpl;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.runtime.accumulators.AccumulatorRegistry;
+import org.apache.flink.runtime.checkpoint.PrioritizedOperatorSubtaskState;
+import org.apache.flink.runtime.execution.Environment;
+import org.apache.flink.runtime.executiongraph.ExecutionAttemptID;
+import org.apache.flink.runtime.metrics.groups.TaskMetricGroup;
+import org.apache.flink.runtime.metrics.groups.UnregisteredMetricGroups;
+import org.apache.flink.streaming.runtime.tasks.OneInputStreamTask;
+import org.apache.flink.util.SimpleUserCodeClassLoader;
+import org.apache.flink.util.UserCodeClassLoader;
+
+/**
+ * The async_io area's task around Flink's AsyncWaitOperator: a real {@link OneInputStreamTask}
+ * (AbstractStreamOperator.setup and initializeState read it) over an {@link Environment} made as a
+ * dynamic proxy, since Flink's test environments are not in the release jars. Every method answers a
+ * neutral value (an empty configuration, unregistered metrics, no restored state, a proxy for an
+ * interface); {@code failExternally}, how AsyncWaitOperator fails the task, goes to the engine.
+ */
+final class AsyncIoTask {
+
+    private AsyncIoTask() {
+    }
+
+    /** A task whose environment reports failExternally to {@code onFail}. */
+    static OneInputStreamTask<Object, Object> create(Consumer<Throwable> onFail) throws Exception {
+        Environment env = (Environment) proxy(Environment.class, onFail);
+        return new OneInputStreamTask<>(env);
+    }
+
+    static Object proxy(Class<?> type, Consumer<Throwable> onFail) {
+        return Proxy.newProxyInstance(AsyncIoTask.class.getClassLoader(), new Class<?>[] {type}, (p, m, args) -> {
+            switch (m.getName()) {
+                case "toString":
+                    return type.getSimpleName();
+                case "hashCode":
+                    return System.identityHashCode(p);
+                case "equals":
+                    return p == args[0];
+                case "failExternally":
+                    onFail.accept((Throwable) args[0]);
+                    return null;
+                default:
+                    return neutral(m.getReturnType(), onFail);
+            }
+        });
+    }
+
+    static Object neutral(Class<?> r, Consumer<Throwable> onFail) {
+        if (r == boolean.class) {
+            return false;
+        } else if (r == int.class) {
+            return 0;
+        } else if (r == long.class) {
+            return 0L;
+        } else if (r == double.class) {
+            return 0.0;
+        } else if (r == String.class) {
+            return "async_io";
+        } else if (r == Configuration.class) {
+            return new Configuration();
+        } else if (r == ClassLoader.class) {
+            return AsyncIoTask.class.getClassLoader();
+        } else if (r == ExecutionConfig.class) {
+            return new ExecutionConfig();
+        } else if (r == TaskMetricGroup.class) {
+            return UnregisteredMetricGroups.createUnregisteredTaskMetricGroup();
+        } else if (r == TaskInfo.class) {
+            return new TaskInfoImpl("async_io", 128, 0, 1, 0);
+        } else if (r == ExecutionAttemptID.class) {
+            return ExecutionAttemptID.randomId();
+        } else if (r == JobInfo.class) {
+            return new JobInfoImpl(new JobID(), "async_io");
+        } else if (r == JobID.class) {
+            return new JobID();
+        } else if (r == UserCodeClassLoader.class) {
+            return SimpleUserCodeClassLoader.create(AsyncIoTask.class.getClassLoader());
+        } else if (r == AccumulatorRegistry.class) {
+            return new AccumulatorRegistry(new JobID(), ExecutionAttemptID.randomId());
+        } else if (r == Optional.class) {
+            return Optional.empty();
+        } else if (r == OptionalLong.class) {
+            return OptionalLong.empty();
+        } else if (r == PrioritizedOperatorSubtaskState.class) {
+            return PrioritizedOperatorSubtaskState.empty(0L);
+        } else if (r == File.class) {
+            return new File(System.getProperty("java.io.tmpdir"));
+        } else if (r == String[].class) {
+            return new String[] {System.getProperty("java.io.tmpdir")};
+        } else if (r.isArray()) {
+            return Array.newInstance(r.getComponentType(), 0);
+        } else if (r.isInterface()) {
+            return proxy(r, onFail);
+        }
+        return null;
+    }
+}
