@@ -200,6 +200,9 @@ public final class AsyncIoEngine implements AreaEngine {
 
         @Override
         public void timeout(Integer record, ResultFuture<long[]> future) throws Exception {
+            if (failed) {
+                return;  // a failed task fires no more timers (ManualTimeService.advance fires all that are due)
+            }
             events.add(AreaEngine.event(step, "timeout", "record", record));
             lastTimeout = record;
             if (onTimeout.equals("fail")) {
