@@ -57,7 +57,8 @@ def test_capacity_off_by_one_is_reported_with_rule_schedule_and_reproducer(run_s
     out = result.stdout.str()
     assert result.ret == 1, out
     assert "adapter 'CapacityOffByOne' does not conform" in out
-    assert re.search(r"^rules: AIO-6, AIO-7, AIO-9", out, re.M), out
+    # The second record's admission at a full queue breaks AIO-7; AIO-6 and AIO-9 are possible too.
+    assert re.search(r"^rules: AIO-7 \(may concern too, not singled out: ", out, re.M), out
     # The shrunk schedule: capacity 1, two records; the second one's admission is the divergence.
     assert '"capacity": 1' in out
     assert re.search(r"^  >>\s+1: record value=0 timestamp=null$", out, re.M), out
@@ -95,7 +96,8 @@ def test_wrong_async_io_adapter_is_caught(run_suite, mutant) -> None:  # type: i
     assert result.ret == 1, out
     assert f"adapter '{mutant.name}' does not conform" in out, out
     assert reproducer(out).startswith(f"python -m flink_semantics.conformance check --adapter {adapter} ")
-    rules = re.search(r"^rules: (.*?)(?: \(the property checks .*\))?$", out, re.M)
+    possible = r"(?: \(may concern too, not singled out: [^)]*\))?"
+    rules = re.search(rf"^rules: (.*?){possible}(?: \(the property checks .*\))?$", out, re.M)
     assert rules and mutant.rule in rules[1].split(", "), (mutant.rule, rules and rules[0], out[-3000:])
 
 
@@ -337,17 +339,18 @@ def test_verdict_table_and_json_report_name_the_failed_rules(run_suite, tmp_path
     out = result.stdout.str()
     assert result.ret == 1, out
     lines = verdict_lines(out)
-    for rule in ("AIO-6", "AIO-7", "AIO-9"):
-        assert re.search(r"MUST\s+failed\s+reproduce: python -m flink_semantics.conformance check",
-                         lines[rule]), out
-    assert "inconclusive" in lines["AIO-8"]  # its only property failed on AIO-6, AIO-7, AIO-9 first
+    failed = r"MUST\s+failed\s+reproduce: python -m flink_semantics.conformance check"
+    assert re.search(failed, lines["AIO-7"]), out
+    for rule in ("AIO-6", "AIO-9"):  # the difference may concern them, but does not single them out
+        assert "inconclusive" in lines[rule], out
+    assert "inconclusive" in lines["AIO-8"]  # its only property failed on AIO-7 first
     assert "untested" in lines["AIO-10"] and "not run" in lines["AIO-12"]  # deselected by -k
     data = json.loads(report.read_text())
     assert data["adapter"] == "tests.wrong_adapters:CapacityOffByOne" and data["areas"] == list(areas())
     rules = {r["id"]: r for r in data["rules"]}
-    assert set(rules["AIO-6"]) == {"id", "area", "level", "verdict", "schedules", "reason", "reproducer"}
-    assert rules["AIO-6"]["verdict"] == "failed" and rules["AIO-6"]["area"] == "async_io"
-    assert rules["AIO-6"]["reproducer"].startswith("python -m flink_semantics.conformance check")
+    assert set(rules["AIO-7"]) == {"id", "area", "level", "verdict", "schedules", "reason", "reproducer"}
+    assert rules["AIO-7"]["verdict"] == "failed" and rules["AIO-7"]["area"] == "async_io"
+    assert rules["AIO-7"]["reproducer"].startswith("python -m flink_semantics.conformance check")
     assert rules["SCH-1"]["area"] == "schedules" and rules["AIO-10"]["verdict"] == "untested"
 
 
@@ -358,8 +361,8 @@ def test_expected_failures_pass_the_run_and_fail_it_with_strict(run_suite) -> No
     assert result.ret == 0, out
     assert "1 xfailed" in out
     lines = verdict_lines(out)
-    assert re.search(r"expected failure\s+admits one element too many", lines["AIO-6"]), out
-    # The divergence on AIO-6 (and AIO-7, AIO-9, listed with it) did not stop the property: its
+    assert re.search(r"expected failure\s+admits one element too many", lines["AIO-7"]), out
+    # The divergence on AIO-7 (AIO-6, AIO-9 possible) did not stop the property: its
     # other rule, AIO-8, was checked on all its schedules and passed, not left inconclusive.
     assert re.search(r"passed\s+\d+ schedules", lines["AIO-8"]), out
     strict = run_suite(*args, "--strict")
