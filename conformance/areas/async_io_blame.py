@@ -219,7 +219,8 @@ def _over_admission(at: Step, key: Key) -> Blame | tuple[str, ...]:
         possible += ["AIO-47", "AIO-57"]  # AIO-57: the restore step's capacity
     done = [e for e in at.after if e.key[0] == "record" and e.complete]
     order = "AIO-12" if at.ordered else "AIO-13"
-    freed = (order,) if any(not e.result for e in done) else ()  # emitted out of order: nothing shows
+    # emitted out of order: nothing shows
+    freed: tuple[str, ...] = (order,) if any(not e.result for e in done) else ()
     freed += ("AIO-8",) if done else ()  # AIO-8: freed at completion, not at emission
     if not freed:
         return Blame(("AIO-7",), tuple(possible))  # AIO-7: the head of a full queue must wait

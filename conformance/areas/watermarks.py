@@ -582,7 +582,7 @@ def _refused_twice(base: Schedule, kind: str) -> Malformed:
     if kind == "zero idleness and an unknown reader":
         bad = {"op": "add_split", "reader": base.config.readers, "split": unused}
         return Malformed(_with(base, {"idleness": 0}, [*steps, bad]), None, "WM-28", kind)
-    more = [{"op": "align"}, {"op": "record", "split": unused, "ts": 1}]
+    more: list[dict[str, Any]] = [{"op": "align"}, {"op": "record", "split": unused, "ts": 1}]
     return Malformed(_with(base, {"max_drift": None}, [*steps, *more]), n, "WM-29", kind)
 
 
