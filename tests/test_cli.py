@@ -36,7 +36,7 @@ CASES = [
     (["replay", "{bad}", "--adapter", "reference"], "not JSON", 2),
     (["replay", "{list}", "--adapter", "reference"], "a schedule must be a JSON object", 2),
     (["replay", "{good}", "--adapter", "no_such_adapter"],
-     "unknown adapter 'no_such_adapter': use a built-in name (pyflink, pyspark, pyspark-local", 2),
+     "unknown adapter 'no_such_adapter': use a built-in name (flink, pyflink, pyspark, pyspark-local", 2),
     (["replay", "{good}", "--adapter", "tests.wrong_adapters:Crashes"],
      "is broken: run_batch raised RuntimeError: operator bug", 3),
     (["replay", "{good}", "--adapter", "reference", "--no-such-option"],

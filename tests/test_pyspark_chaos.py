@@ -126,11 +126,11 @@ def test_the_fault_runs_budget(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_fault_run_cuts_an_areas_calls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Armed, an area in FAULT_CALL_SIZE runs its schedules in calls of at most that many, in order;
-    unarmed, or another area, in one call."""
+    """Armed, an area whose stream module has a FAULT_CALL_SIZE runs its schedules in calls of at
+    most that many, in order; unarmed, or another area, in one call."""
     from flink_semantics.adapters.pyspark import streaming
 
-    monkeypatch.setattr(streaming, "FAULT_CALL_SIZE", {"sources": 30})
+    monkeypatch.setattr(streaming.stream_module("sources"), "FAULT_CALL_SIZE", 30)
     indices = list(range(5, 75))
     assert streaming._calls("sources", indices, True) == [indices[:30], indices[30:60], indices[60:]]
     assert streaming._calls("sources", indices, False) == [indices]

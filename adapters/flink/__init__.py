@@ -19,7 +19,7 @@ interpreter's apache-flink, else of the tox env `conformance-pyflink`.  No build
 downloaded: `javac` and `java` (Java 17) from JAVA_HOME or PATH.  This adapter never imports
 `reference/`.
 
-    pytest conformance --adapter flink_semantics.adapters.flink:FlinkAdapter --areas key_groups
+    pytest conformance --adapter flink_semantics.adapters.flink:FlinkAdapter --areas <area>
 """
 
 from __future__ import annotations

@@ -50,12 +50,10 @@ EXAMPLES = 36
 # The fault runs (chaos.py): a chosen task fails in up to this many of its attempts, each at a later
 # fault point (below spark.task.maxFailures, which lets a task fail that many times less one).
 FAULT_DEPTH = 3
-# A fault run cuts an area's schedules into run_many calls of at most this many, so that they meet
-# more queries, tasks to fail and restarts: a call's tasks and restarts grow with its micro-batches
-# and rounds, hardly with its schedules.  Sized for >= 1,000 task failures per area at 36 examples
-# (issue 31): key groups gave 841 in calls of 50 (so 25); async I/O and sources from one call's count
-# (60 async I/O schedules 22 failures, 28 sources schedules 23); docs/running-the-suite.md, "Fault runs".
-FAULT_CALL_SIZE: dict[str, int] = {"async_io": 60, "key_groups": 25, "sources": 30}
+# A fault run cuts an area's schedules into run_many calls of at most the area's stream module's
+# FAULT_CALL_SIZE (where it has one), so that they meet more queries, tasks to fail and restarts: a
+# call's tasks and restarts grow with its micro-batches and rounds, hardly with its schedules
+# (docs/running-the-suite.md, "Fault runs").
 
 
 @cache
@@ -90,8 +88,8 @@ def fault_depth() -> int:
 
 
 def _calls(area: str, indices: list[int], armed: bool) -> list[list[int]]:
-    """The run_many calls of an area's schedules: one, or in a fault run FAULT_CALL_SIZE's."""
-    size = FAULT_CALL_SIZE.get(area) if armed else None
+    """The run_many calls of an area's schedules: one, or in a fault run its FAULT_CALL_SIZE's."""
+    size = getattr(stream_module(area), "FAULT_CALL_SIZE", None) if armed else None
     if not size:
         return [indices]
     return [indices[i:i + size] for i in range(0, len(indices), size)]

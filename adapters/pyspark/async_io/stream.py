@@ -106,6 +106,10 @@ FAULT_PARTITIONS = 4
 SPAN_MS = 0.5  # all step instants of a schedule lie within this many ms of their processing time
 SEGMENTS = 1024  # an operator's group id: sid * SEGMENTS + the schedule's segment number
 
+# A fault run's calls (streaming.py): sized for >= 1,000 task failures at 36 examples (issue 31):
+# 60 schedules met 22 failures in one call.
+FAULT_CALL_SIZE = 60
+
 STREAM_UNSUPPORTED: dict[str, str] = {}
 
 Row = tuple[str, int | None, str, float]  # (kind, ts, value, at seconds)
