@@ -90,8 +90,14 @@ def test_the_shared_core_names_no_area(name: str) -> None:
     area = get_area(name)
     hits = [f"{path.relative_to(ROOT)}:{no}: {line.strip()}"
             for path in SHARED for no, line in enumerate(path.read_text().splitlines(), 1)
-            for word in area_words(area) if word.search(line)]
+            for word in area_words(area) if word.search(line) and not _protocol_word(path, word.pattern)]
     assert hits == []
+
+
+def _protocol_word(path: Path, pattern: str) -> bool:
+    """The process protocol's own message type "error" (docs/process-protocol.md), which is also an
+    async I/O step's name: in the protocol's two modules it is the protocol's word, not the area's."""
+    return path.name in ("process.py", "process_server.py") and "error" in pattern
 
 
 @pytest.mark.parametrize("name", list(areas()))

@@ -11,7 +11,7 @@ without an engine class is unsupported ("no engine for this area yet") in the en
 Expected failures: `adapters/flink/expected-failures/<area>.json` ({rule: reason naming Flink's
 class}), which `Main` reads from the directory given as its argument and declares in its hello.
 
-`FlinkAdapter` compiles the Java sources with `javac` against the apache-flink 2.3.0 jars into a
+`FlinkAdapter` compiles the Java files with `javac` against the apache-flink 2.3.0 jars into a
 temporary directory (removed on close; nothing is written inside the installed package), then
 runs `java -cp <jars>:<classes> org.flinksemantics.engine.Main <expected-failures dir>` behind
 `ProcessAdapter` (adapters/process.py).  The jars: $FLINK_LIB, else `pyflink/lib` of the
@@ -77,10 +77,10 @@ def prerequisites() -> tuple[Path, str, str]:
 
 def compile_engine(lib: Path, javac: str, into: Path) -> None:
     """javac every source of adapters/flink/java into `into`; AdapterError with javac's output."""
-    sources = sorted(str(p) for p in SOURCES.rglob("*.java"))
+    java_files = sorted(str(p) for p in SOURCES.rglob("*.java"))
     try:
         done = subprocess.run([javac, "-encoding", "UTF-8", "-nowarn", "-cp", f"{lib}/*", "-d", str(into),
-                               *sources], capture_output=True, text=True, timeout=COMPILE_GUARD_S)
+                               *java_files], capture_output=True, text=True, timeout=COMPILE_GUARD_S)
     except (OSError, subprocess.SubprocessError) as e:
         raise AdapterError(f"flink adapter: javac did not run: {e}") from None
     if done.returncode != 0:
