@@ -39,3 +39,7 @@ def spark() -> Any:
         return get_spark()
     except AdapterError as e:
         pytest.skip(str(e))
+
+
+# The Flink engine's command line (Main compiled once a module), for tests/test_flink_*.py.
+from tests.flink_engine import engine  # noqa: E402, F401

@@ -27,6 +27,7 @@ from flink_semantics.spec.adapter import AdapterError
 from flink_semantics.spec.area import get_area
 from flink_semantics.spec.schedule import Schedule, schedule_from_dict, trace_from_dict
 
+from tests.flink_engine import converse
 from tests.hang import HANG_GUARD_S
 
 pytestmark = pytest.mark.pyflink
@@ -39,27 +40,6 @@ def example(config: str, steps: list[str], validate: bool = True) -> Schedule:
     n = AREA.notation
     return schedule_from_dict({"area": "key_groups", "config": n.parse_config(config),
                                "steps": [n.parse_step(s) for s in steps]}, validate)
-
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The command line of Main, compiled into a temporary directory."""
-    lib = flink.flink_lib()
-    if lib is None:
-        pytest.skip("the apache-flink 2.3.0 jars are not here ($FLINK_LIB, or tox -e conformance-pyflink)")
-    javac, java = flink.jdk_tool("javac"), flink.jdk_tool("java")
-    if javac is None or java is None:
-        pytest.skip("no JDK (javac, java) on JAVA_HOME or PATH")
-    classes = tmp_path_factory.mktemp("flink-engine")
-    flink.compile_engine(lib, javac, classes)
-    return [java, "-cp", f"{lib}/*:{classes}", flink.MAIN, str(flink.EXPECTED_FAILURES)]
-
-
-def converse(engine: list[str], messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """Main's lines (parsed) for the messages, and its exit status."""
-    done = subprocess.run(engine, input="".join(json.dumps(m) + "\n" for m in messages), capture_output=True,
-                          text=True, encoding="utf-8", timeout=HANG_GUARD_S)
-    return [json.loads(line) for line in done.stdout.splitlines()], done.returncode
 
 
 def traces(engine: list[str], schedules: list[Schedule], area: str = "key_groups") -> list[Any]:
