@@ -203,7 +203,9 @@ def compare_scripted(schedule: Schedule, expected: Trace, observed: Trace) -> Mi
             continue
         pair = a[i:i + 1] + b[i:i + 1]
         kinds = {e.event for _, events in pair for e in events}
-        told = _rules_of_difference(schedule, step, a[i:i + 1], b[i:i + 1], kinds)
+        later = [e for _, events in b[i + 1:] for e in events] + [e for s in sorted(obs) if s > step
+                                                                    for e in obs[s]]
+        told = _rules_of_difference(schedule, step, a[i:i + 1], b[i:i + 1], kinds, later)
         broken = told.broken or told.possible  # nothing singled out: every rule it may concern
         return Mismatch(f"step {step}: {pair[0][0]} differ (group {i} of the step)", broken, step=step,
                         expected=exp.get(step, []), observed=obs.get(step, []),
@@ -212,16 +214,18 @@ def compare_scripted(schedule: Schedule, expected: Trace, observed: Trace) -> Mi
 
 
 def _rules_of_difference(schedule: Schedule, step: int, a: Sequence[Group], b: Sequence[Group],
-                         kinds: set[str]) -> Blame:
+                         kinds: set[str], later: Sequence[Event]) -> Blame:
     """The rules a difference between two groups of a step concerns: the area's `rules_for_events`
     hook where it has one and it names rules (it sees the events, so it can tell which field
-    differs, and which rule that shows broken: a `Blame`), else `rules_for` on the event kinds."""
+    differs, and which rule that shows broken: a `Blame`; `later`, the adapter's events after the
+    group, tells an output that came late from one that never came), else `rules_for` on the event
+    kinds."""
     area = hooks(schedule.area)
     narrow = getattr(area, "rules_for_events", None)
     if narrow is not None:
         expected = [e for _, events in a for e in events]
         observed = [e for _, events in b for e in events]
-        rules = narrow(schedule, step, expected, observed)
+        rules = narrow(schedule, step, expected, observed, later=later)
         if isinstance(rules, Blame) and (rules.broken or rules.possible):
             return rules
         if rules and not isinstance(rules, Blame):

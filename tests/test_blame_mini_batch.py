@@ -42,8 +42,9 @@ def wm(step: int, ts: int) -> Event:
 
 
 def blame(config: MiniBatchConfig, steps: list[Any], step: int, expected: list[Event],
-          observed: list[Event]) -> Any:
-    return rules_for_events(Schedule("mini_batch", config, tuple(steps)), step, expected, observed)
+          observed: list[Event], later: list[Event] | None = None) -> Any:
+    return rules_for_events(Schedule("mini_batch", config, tuple(steps)), step, expected, observed,
+                            later=later or [])
 
 
 def test_the_area_module_exposes_the_hook() -> None:
@@ -104,6 +105,20 @@ def test_keys_lost_after_a_skipped_key_break_mb18() -> None:
     assert blame(on(allow_latency=100, size=3), steps, 2, want, []) == Blame(("MB-18",))
     # ... and only k3 lost: k2 came out, the keys after k1 but k3 are alike.
     assert blame(on(allow_latency=100, size=3), steps, 2, want, want[:1]) == Blame(("MB-18",))
+
+
+def test_a_bundle_after_a_skipped_key_finished_late_at_a_watermark_breaks_mb12() -> None:
+    # Row time, latency 10: k1's leading -U is skipped and k0's row waits in the bundle; watermark 27
+    # must finish the bundle first (MB-12).  The adapter forwards the watermark alone and emits k0
+    # at the end: its finish came late, the key after the skipped one was not lost (MB-18).
+    steps = [WatermarkStep(10), WatermarkStep(17), RowStep(1, "-U", 9), AdvanceStep(10), RowStep(0, "+I", 9),
+             WatermarkStep(27), EndStep()]
+    want = [out(5, 0, "+I", 1, 9, 9, 9), wm(5, 27)]
+    late = [wm(6, MAX_WATERMARK), out(6, 0, "+I", 1, 9, 9, 9)]
+    config = on(allow_latency=10, size=8, assigner="rowtime")
+    assert blame(config, steps, 5, want, [wm(5, 27)], later=late) == Blame(("MB-12",))
+    # Never emitted: the key after the skipped one lost (MB-18's first example).
+    assert blame(config, steps, 5, want, [wm(5, 27)], later=[wm(6, MAX_WATERMARK)]) == Blame(("MB-18",))
 
 
 def test_a_bundle_not_finished_at_its_size_breaks_mb10() -> None:

@@ -408,7 +408,7 @@ def test_a_hook_that_singles_out_a_rule_leaves_the_others_possible(bundles: Area
                                   (Blame((), ("BU-3", "BU-4")), ("BU-3", "BU-4"), ()),
                                   (("BU-5",), ("BU-5",), ())):
         monkeypatch.setitem(sys.modules, "flink_semantics.conformance.areas.bundles", types.SimpleNamespace(
-            rules_for=lambda schedule, kinds: ("BU-1",), rules_for_events=lambda *a, told=told: told))
+            rules_for=lambda schedule, kinds: ("BU-1",), rules_for_events=lambda *a, told=told, **kw: told))
         hooks.cache_clear()
         m = compare(_bundle_schedule(), expected, observed, SCRIPTED)
         assert m is not None and (m.rules, m.possible) == (rules, possible), told

@@ -15,9 +15,10 @@ gives the shared checker (conformance/checker.py) these hooks:
 
 and optionally
 
-* `rules_for_events(schedule, step, expected, observed) -> tuple[str, ...] | Blame`: the rules a
-  difference between these events of one step concerns, narrower than `rules_for` since it sees
-  which field differs; an empty tuple falls back to `rules_for`.  Where the difference shows which
+* `rules_for_events(schedule, step, expected, observed, later=()) -> tuple[str, ...] | Blame`: the
+  rules a difference between these events of one step concerns, narrower than `rules_for` since it
+  sees which field differs (`later`: the adapter's events after them, to tell an output that came
+  late from one lost); an empty tuple falls back to `rules_for`.  Where the difference shows which
   rule broke, a `Blame(broken, possible)`: the verdict table fails `broken` only, and gives the
   `possible` rules (those it may concern, but does not single out) `inconclusive`; a plain tuple
   blames every rule it names.

@@ -188,7 +188,7 @@ def _admitted(keys: Sequence[Key], before: Sequence[Entry], ordered: bool) -> li
 
 
 def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
-                     observed: Sequence[Event]) -> Blame | tuple[str, ...]:
+                     observed: Sequence[Event], later: Sequence[Event] = ()) -> Blame | tuple[str, ...]:
     """The rule the first difference of a step shows broken (see the module docstring).  An empty
     tuple: no reading, the kinds' rules (`rules_for`)."""
     if step < 0 or step >= len(schedule.steps):

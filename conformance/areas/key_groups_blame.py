@@ -63,7 +63,7 @@ RESTORE_ORDER = ("restored", "range", "keyed", "operator")  # a restore's events
 
 
 def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
-                     observed: Sequence[Event]) -> Blame:
+                     observed: Sequence[Event], later: Sequence[Event] = ()) -> Blame:
     """The rules a difference between these events of step `step` shows broken and those it may
     concern (module docstring); NOTHING (the checker falls back to the kinds' rules) when the step or
     the events are not of one of the forms above."""

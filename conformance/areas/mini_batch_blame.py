@@ -11,7 +11,8 @@ adapter should have done there.  The difference, read key by key, names the rule
 * a key whose result did not change: refreshed without `ttl` (MB-21) or not refreshed with it
   (MB-22);
 * a key without state whose leading retractions the reference dropped (MB-18), or keys lost after
-  a key the reference skipped because nothing of it remained (MB-18: the next key goes on);
+  a key the reference skipped because nothing of it remained (MB-18: the next key goes on; lost,
+  not late: the adapter's later events lack them);
 * outputs or a watermark where the reference dropped the assigner's watermark while idle: MB-15;
 * outputs the reference emits and the adapter does not, by what finished the reference's bundle:
   its size (MB-10: the finish came late), a watermark (MB-12: not finished before it; MB-29 when
@@ -225,6 +226,16 @@ class Difference:
     model: Replay
     want: dict[int, list[Event]]
     got: dict[int, list[Event]]
+    later: Sequence[Event] = ()  # the adapter's events after the group
+
+    def came_later(self) -> bool:
+        """Every key the adapter lacks has an output later in its trace counting at least the rows
+        of the reference's (its finish came late, the rows not lost)."""
+        def count(events: Sequence[Event]) -> int:
+            return max((e.count for e in events if e.event == "out" and e.change != "-U"), default=0)
+
+        return all(count([e for e in self.later if e.event == "out" and e.key == k]) >= count(self.want[k])
+                   for k in self.want)
 
     @property
     def missing_only(self) -> bool:
@@ -241,20 +252,20 @@ class Difference:
 
 
 def difference(schedule: Schedule, step: int, expected: Sequence[Event],
-               observed: Sequence[Event]) -> Difference:
+               observed: Sequence[Event], later: Sequence[Event] = ()) -> Difference:
     want, got = _outputs_by_key(expected), _outputs_by_key(observed)
     keys = [k for k in dict.fromkeys([*want, *got]) if want.get(k, []) != got.get(k, [])]
     return Difference(schedule, step, expected, observed, replay(schedule, step),
-                      {k: want.get(k, []) for k in keys}, {k: got.get(k, []) for k in keys})
+                      {k: want.get(k, []) for k in keys}, {k: got.get(k, []) for k in keys}, later)
 
 
 def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
-                     observed: Sequence[Event]) -> Blame | tuple[str, ...]:
+                     observed: Sequence[Event], later: Sequence[Event] = ()) -> Blame | tuple[str, ...]:
     """The rule the first differing group of a step shows broken (the module docstring), or () when
     the difference singles none out."""
     if not 0 <= step < len(schedule.steps):
         return ()
-    d = difference(schedule, step, expected, observed)
+    d = difference(schedule, step, expected, observed, later)
     for diagnose in (_arithmetic, _update_before, _refresh, _leading_retractions, _idle, _valve, _late,
                      _early, _boundaries):
         blame = diagnose(d)
@@ -315,14 +326,15 @@ def _refresh(d: Difference) -> Blame | None:
 def _leading_retractions(d: Difference) -> Blame | None:
     """MB-18: a differing key without state whose leading retractions the reference dropped; or
     keys the adapter lost after a key the reference skipped (nothing of it remained), those before
-    it in the bundle emitted alike."""
+    it in the bundle emitted alike, and their outputs not coming later (a finish that came late
+    loses none of them: `_late`)."""
     applied = [a for a in d.model.applied if a.step == d.step]
     leading = {a.key for a in applied if a.leading}
     # Every differing key one with leading retractions, or some of them whose rows the adapter
     # changed (when it only lacks them and other keys too, the whole finish is missing: `_late`).
     if leading & set(d.want) and (set(d.want) <= leading or not d.missing_only):
         return Blame(("MB-18",))
-    if not d.missing_only:
+    if not d.missing_only or d.came_later():
         return None
     for skip in (a for a in applied if a.skipped):
         later = {a.key for a in applied if a.finish is skip.finish and a.order > skip.order}

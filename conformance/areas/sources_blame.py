@@ -321,7 +321,7 @@ JUDGES: tuple[Judge, ...] = (_valve, _end_of_input, _no_more_again, _registry, _
 
 
 def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
-                     observed: Sequence[Event]) -> Blame | tuple[str, ...]:
+                     observed: Sequence[Event], later: Sequence[Event] = ()) -> Blame | tuple[str, ...]:
     """The rule a difference between these events of one step shows broken (the module docstring
     says how each is told), with the rules it may concern too as `possible`; an empty tuple (the
     event kinds' rules) when none of the judges recognizes it."""

@@ -84,7 +84,7 @@ rules_for = rules_from(_RULES)  # the rules a divergence in these event kinds co
 
 
 def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
-                     observed: Sequence[Event]) -> tuple[str, ...] | Blame:
+                     observed: Sequence[Event], later: Sequence[Event] = ()) -> tuple[str, ...] | Blame:
     """The rule a difference between these events of one step shows broken, and those it may
     concern but does not single out (conformance/areas/watermarks_blame.py: read against the
     spec's rules and the reference model's state at the difference); anything no diagnosis
