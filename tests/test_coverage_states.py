@@ -244,11 +244,13 @@ MINI_BATCH = {
         "mini_batch", {**_ON, "size": 1},
         op("row", key=0, kind="+I", value=1), op("row", key=0, kind="-U", value=1),
         op("row", key=0, kind="+U", value=2)),
-    mini_batch.GLOBAL_SIZE_AT_WATERMARK: schedule(  # k0's accumulator waits in the global bundle; the
-        # watermark 10 flushes the local bundle, whose k1 fills the global bundle to its size 2
-        "mini_batch", {**_ON, "size": 2, "two_phase": True},
-        op("row", key=0, kind="+I", value=1), op("row", key=0, kind="+I", value=2),
-        op("row", key=1, kind="+I", value=3), op("advance", ms=10)),
+    mini_batch.GLOBAL_SIZE_AT_WATERMARK: schedule(  # k1's and k2's accumulators wait in the global
+        # bundle (size 3); the watermark 10 flushes the local bundle [k3, k1]: k3 fills the global
+        # bundle, so k1 changes there and again at the watermark
+        "mini_batch", {**_ON, "size": 3, "two_phase": True},
+        op("row", key=1, kind="+I", value=1), op("row", key=1, kind="+I", value=2),
+        op("row", key=2, kind="+I", value=3), op("row", key=3, kind="+I", value=1),
+        op("row", key=1, kind="+I", value=1), op("advance", ms=10)),
     # Refused (MB-2), so not run: the state is the refusal's two causes at once.
     mini_batch.BOTH_REFUSED: schedule_from_dict(
         {"area": "mini_batch", "config": {"enabled": True, "allow_latency": 0, "size": -1},
