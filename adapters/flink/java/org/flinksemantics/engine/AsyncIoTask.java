@@ -3,6 +3,7 @@ package org.flinksemantics.engine;
 import java.io.File;
 import java.lang.reflect.Array;
 import java.lang.reflect.Proxy;
+import java.util.List;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.function.Consumer;
@@ -14,6 +15,7 @@ import org.apache.flink.api.common.TaskInfo;
 import org.apache.flink.api.common.TaskInfoImpl;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.runtime.accumulators.AccumulatorRegistry;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.runtime.checkpoint.PrioritizedOperatorSubtaskState;
 import org.apache.flink.runtime.execution.Environment;
 import org.apache.flink.runtime.executiongraph.ExecutionAttemptID;
@@ -27,21 +29,31 @@ import org.apache.flink.util.UserCodeClassLoader;
  * The async_io area's task around Flink's AsyncWaitOperator: a real {@link OneInputStreamTask}
  * (AbstractStreamOperator.setup and initializeState read it) over an {@link Environment} made as a
  * dynamic proxy, since Flink's test environments are not in the release jars. Every method answers a
- * neutral value (an empty configuration, unregistered metrics, no restored state, a proxy for an
- * interface); {@code failExternally}, how AsyncWaitOperator fails the task, goes to the engine.
+ * neutral value (an empty configuration, unregistered metrics, a proxy for an interface);
+ * {@code failExternally}, how AsyncWaitOperator fails the task, goes to the engine; the TaskStateManager's
+ * {@code prioritizedOperatorState} and {@code getRestoreCheckpointId} give the state to restore (a
+ * checkpoint's OperatorSubtaskState, as the JobManager hands it to a restored task), or none.
  */
 final class AsyncIoTask {
 
     private AsyncIoTask() {
     }
 
-    /** A task whose environment reports failExternally to {@code onFail}. */
-    static OneInputStreamTask<Object, Object> create(Consumer<Throwable> onFail) throws Exception {
-        Environment env = (Environment) proxy(Environment.class, onFail);
+    /**
+     * A task whose environment reports failExternally to {@code onFail} and restores {@code restored}
+     * (taken at checkpoint {@code checkpoint}), or nothing when it is null.
+     */
+    static OneInputStreamTask<Object, Object> create(Consumer<Throwable> onFail, OperatorSubtaskState restored,
+            long checkpoint) throws Exception {
+        Environment env = (Environment) proxy(Environment.class, new Restore(onFail, restored, checkpoint));
         return new OneInputStreamTask<>(env);
     }
 
-    static Object proxy(Class<?> type, Consumer<Throwable> onFail) {
+    /** What the proxies answer beyond neutral values. */
+    record Restore(Consumer<Throwable> onFail, OperatorSubtaskState state, long checkpoint) {
+    }
+
+    static Object proxy(Class<?> type, Restore restore) {
         return Proxy.newProxyInstance(AsyncIoTask.class.getClassLoader(), new Class<?>[] {type}, (p, m, args) -> {
             switch (m.getName()) {
                 case "toString":
@@ -51,15 +63,21 @@ final class AsyncIoTask {
                 case "equals":
                     return p == args[0];
                 case "failExternally":
-                    onFail.accept((Throwable) args[0]);
+                    restore.onFail().accept((Throwable) args[0]);
                     return null;
+                case "prioritizedOperatorState":
+                    return restore.state() == null ? PrioritizedOperatorSubtaskState.empty(0L)
+                            : new PrioritizedOperatorSubtaskState.Builder(restore.state(), List.of(),
+                                    restore.checkpoint()).build();
+                case "getRestoreCheckpointId":
+                    return restore.state() == null ? Optional.empty() : Optional.of(restore.checkpoint());
                 default:
-                    return neutral(m.getReturnType(), onFail);
+                    return neutral(m.getReturnType(), restore);
             }
         });
     }
 
-    static Object neutral(Class<?> r, Consumer<Throwable> onFail) {
+    static Object neutral(Class<?> r, Restore restore) {
         if (r == boolean.class) {
             return false;
         } else if (r == int.class) {
@@ -103,7 +121,7 @@ final class AsyncIoTask {
         } else if (r.isArray()) {
             return Array.newInstance(r.getComponentType(), 0);
         } else if (r.isInterface()) {
-            return proxy(r, onFail);
+            return proxy(r, restore);
         }
         return null;
     }
