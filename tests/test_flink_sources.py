@@ -1,0 +1,119 @@
+"""The sources area on the Java engine (adapters/flink/java/.../Sources*.java): Flink 2.3.0's
+OperatorCoordinatorHolder around the SourceCoordinator that SourceCoordinatorProvider builds
+decides registration (SRC-2, SRC-4, SRC-5), requests and NoMoreSplits (SRC-6, SRC-9, SRC-25), the
+assignment tracker (SRC-7, SRC-11, SRC-17, SRC-18, SRC-21, SRC-22), the gateways' valve (SRC-13),
+checkpoint failure (SRC-19) and global failover (SRC-27, SRC-28); the enumerator (C1) and the readers
+with their sinks are the project's.  Expected traces come from the spec's examples and from the
+reference model (`expected_trace`), never from the engine.
+
+Marked `pyflink`; skipped, with the reason, without a JDK or without the apache-flink 2.3.0 jars.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from flink_semantics.conformance.examples import load_examples
+from flink_semantics.reference import expected_trace
+from flink_semantics.spec.area import get_area
+from flink_semantics.spec.areas.sources import required_capabilities
+from flink_semantics.spec.schedule import Schedule, schedule_from_dict, trace_from_dict
+
+from tests.flink_engine import converse
+
+pytestmark = pytest.mark.pyflink
+
+AREA = get_area("sources")
+UNSUPPORTED = {"sources.rescale", "sources.region_failover"}
+
+
+def example(config: str, steps: list[str]) -> Schedule:
+    """A schedule in the spec's notation (spec/sources.md)."""
+    n = AREA.notation
+    return schedule_from_dict({"area": "sources", "config": n.parse_config(config),
+                               "steps": [n.parse_step(s) for s in steps]})
+
+
+def traces(engine: list[str], schedules: list[Schedule]) -> list[Any]:
+    lines, status = converse(engine, [{"type": "run", "id": 1, "schedules": [s.to_dict() for s in schedules]},
+                                      {"type": "close"}])
+    assert status == 0 and lines[1]["type"] == "traces", lines[1]
+    return [trace_from_dict(t, "sources") for t in lines[1]["traces"]]
+
+
+def test_hello(engine: list[str]) -> None:
+    """The sources engine's capabilities: rescale and region failover unsupported, naming Flink's class."""
+    lines, status = converse(engine, [{"type": "close"}])
+    caps = lines[0]["capabilities"]
+    assert status == 0
+    assert caps["sources"] is None and caps["sources.checkpoint"] is None
+    assert caps["sources.unbounded"] is None
+    assert caps["sources.reader_failover"] is None and caps["sources.global_failover"] is None
+    assert "RoundRobinOperatorStateRepartitioner" in caps["sources.rescale"]
+    assert "RestartPipelinedRegionFailoverStrategy" in caps["sources.region_failover"]
+
+
+def test_examples(engine: list[str]) -> None:
+    """Every example of spec/sources.md that the engine supports gives the spec's trace."""
+    examples = [e for e in load_examples() if e.area == "sources" and e.refusal is None
+                and not required_capabilities(e.schedule) & UNSUPPORTED]
+    assert len(examples) > 30
+    got = traces(engine, [e.schedule for e in examples])
+    assert {e.id: t for e, t in zip(examples, got, strict=True)} == {e.id: e.trace for e in examples}
+
+
+SCHEDULES = [
+    # SRC-11, SRC-21, SRC-22: splits 0 (under checkpoint 1) and 2 (uncheckpointed) go back in that
+    # order when reader 0 fails with no completed checkpoint.
+    example("readers=2 splits=[1, 1, 1]",
+            ["register r0", "register r1", "request r0", "request r1", "checkpoint 1", "barrier 1",
+             "request r0", "fail 0", "register r0", "request r0", "end"]),
+    # SRC-17: completing checkpoint 1 drops its assignments; only split 2 goes back.
+    example("readers=1 splits=[2, 2, 2]",
+            ["register r0", "request r0", "poll r0 1", "checkpoint 1", "barrier 1", "complete 1",
+             "request r0", "checkpoint 2", "abort 2", "fail 0", "register r0", "end"]),
+    # SRC-4, SRC-27, SRC-28: a push to an unregistered reader fails the job; the tracker starts empty.
+    example("readers=2 splits=[1, 2] bounded=no",
+            ["register r0", "assign r0", "assign r1", "discover 3", "register r0", "register r1",
+             "request r1", "request r0", "poll r0 3", "fail_enumerator"]),
+    # SRC-13 (the holder's gateways): both readers' events wait behind checkpoint 1; after the readers'
+    # snapshots each reader's acknowledgement releases its own, reader by reader (C3).
+    example("readers=2 splits=[1, 1, 1]",
+            ["register r0", "register r1", "checkpoint 1", "request r1", "request r0", "request r1",
+             "barrier 1", "request r0", "poll r1 2"]),
+    # SRC-13, SRC-18: an abort before the barrier is a failed trigger: the gateways reopen.
+    example("readers=1 splits=[1, 1]",
+            ["register r0", "checkpoint 1", "request r0", "abort 1", "request r0", "checkpoint 2",
+             "barrier 2", "complete 2", "fail 0"]),
+    # SRC-19, SRC-13: a failed enumerator snapshot holds nothing back; SRC-20: a reader failing while a
+    # checkpoint awaits its barrier loses its held events, the other reader gets its own.
+    example("readers=2 splits=[1, 1, 1]",
+            ["register r0", "register r1", "checkpoint 1 fails", "request r0", "checkpoint 2", "request r0",
+             "request r1", "fail 0", "register r0", "request r0", "end"]),
+    # SRC-6, SRC-9, SRC-25: NoMoreSplits drops later requests, until the attempt is reset.
+    example("readers=1 splits=[]",
+            ["register r0", "request r0", "request r0", "fail 0", "register r0", "request r0", "request r0"]),
+    # SRC-5, SRC-28, SRC-29: after a global failover the registry is empty again; restoring to
+    # checkpoint 1 (completed without notification) commits it.
+    example("readers=2 splits=[2, 1]",
+            ["register r0", "register r1", "request r0", "poll r0 1", "checkpoint 1", "barrier 1",
+             "complete 1 silent", "fail_enumerator", "assign r1", "register r0", "register r1", "end"]),
+]
+
+
+def test_traces_are_the_references(engine: list[str]) -> None:
+    """Hand-written schedules on the coordinator's decisions give the reference model's traces."""
+    expected = [expected_trace(s) for s in SCHEDULES]
+    events = [e.event for t in expected for e in t.events]
+    assert {"splits_back", "global_failover", "checkpoint_failed", "no_more_splits", "aborted"} <= set(events)
+    assert traces(engine, SCHEDULES) == expected
+
+
+def test_unsupported_graph(engine: list[str]) -> None:
+    """A job graph (region failover) is refused with an error naming Flink's class, not a trace."""
+    graph = example("readers=1 splits=[1] tasks=1 pipelined=[0>1]", ["register r0", "end"])
+    lines, status = converse(engine, [{"type": "run", "id": 2, "schedules": [graph.to_dict()]},
+                                      {"type": "close"}])
+    assert status == 0
+    assert lines[1]["type"] == "error" and "RestartPipelinedRegionFailoverStrategy" in lines[1]["message"]
