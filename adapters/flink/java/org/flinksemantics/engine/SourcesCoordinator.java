@@ -35,6 +35,7 @@ import org.apache.flink.runtime.source.event.AddSplitEvent;
 import org.apache.flink.runtime.source.event.NoMoreSplitsEvent;
 import org.apache.flink.runtime.source.event.ReaderRegistrationEvent;
 import org.apache.flink.runtime.source.event.RequestSplitEvent;
+import org.apache.flink.util.ExceptionUtils;
 import org.apache.flink.util.FlinkException;
 import org.apache.flink.util.SerializedValue;
 
@@ -174,15 +175,19 @@ final class SourcesCoordinator implements AutoCloseable {
         if (!isAlive(r, attempt)) {
             return CompletableFuture.failedFuture(new FlinkException("reader " + r + " (#" + attempt + ") is gone"));
         }
-        OperatorEvent event = (OperatorEvent) value.deserializeValue(SourcesCoordinator.class.getClassLoader());
-        if (event instanceof AddSplitEvent) {
-            @SuppressWarnings("unchecked")
-            AddSplitEvent<SourcesSplit> add = (AddSplitEvent<SourcesSplit>) event;
-            for (SourcesSplit split : add.splits(new SourcesSource.SplitSerializer())) {
-                readers.deliver(r, split.id);
+        try {
+            OperatorEvent event = (OperatorEvent) value.deserializeValue(SourcesCoordinator.class.getClassLoader());
+            if (event instanceof AddSplitEvent) {
+                @SuppressWarnings("unchecked")
+                AddSplitEvent<SourcesSplit> add = (AddSplitEvent<SourcesSplit>) event;
+                for (SourcesSplit split : add.splits(new SourcesSource.SplitSerializer())) {
+                    readers.deliver(r, split.id);
+                }
+            } else if (event instanceof NoMoreSplitsEvent) {
+                readers.deliver(r, -1);
             }
-        } else if (event instanceof NoMoreSplitsEvent) {
-            readers.deliver(r, -1);
+        } catch (Exception | AssertionError e) {
+            throw new EngineError("delivering an event to reader " + r, e);
         }
         return CompletableFuture.completedFuture(Acknowledge.get());
     }
@@ -335,14 +340,36 @@ final class SourcesCoordinator implements AutoCloseable {
         }
     }
 
+    /** A failure of the engine's own glue while Flink's main thread runs it: never swallowed. */
+    static final class EngineError extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        EngineError(String what, Throwable cause) {
+            super("sources engine: " + what + " failed", cause);
+        }
+    }
+
     /** The JobManager's main thread: the engine's own thread, running what the holder hands it. */
     private static final class MainThread implements ComponentMainThreadExecutor {
         final Queue<Runnable> queue = new ConcurrentLinkedQueue<>();
         private final Thread thread = Thread.currentThread();
 
+        /**
+         * Runs what is queued. As the JobManager's RPC main thread (PekkoRpcActor.handleRunAsync) does,
+         * an exception out of a runnable is logged and the thread goes on; an exception of the engine's
+         * own glue inside it (EngineError) is the engine's error.
+         */
         void runAll() {
             for (Runnable r = queue.poll(); r != null; r = queue.poll()) {
-                r.run();
+                try {
+                    r.run();
+                } catch (EngineError e) {
+                    throw e;
+                } catch (Throwable t) {
+                    ExceptionUtils.rethrowIfFatalErrorOrOOM(t);
+                    System.err.println("sources engine: Flink's main thread logs (PekkoRpcActor): Caught exception "
+                            + "while executing runnable in main thread: " + t);
+                }
             }
         }
 
