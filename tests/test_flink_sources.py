@@ -1,10 +1,11 @@
 """The sources area on the Java engine (adapters/flink/java/.../Sources*.java): Flink 2.3.0's
 OperatorCoordinatorHolder around the SourceCoordinator that SourceCoordinatorProvider builds
-decides registration (SRC-2, SRC-4, SRC-5), requests and NoMoreSplits (SRC-6, SRC-9, SRC-25), the
+decides registration (SRC-4, SRC-5), requests and NoMoreSplits (SRC-6, SRC-9, SRC-25), the
 assignment tracker (SRC-7, SRC-11, SRC-17, SRC-18, SRC-21, SRC-22), the gateways' valve (SRC-13),
-checkpoint failure (SRC-19) and global failover (SRC-27, SRC-28); the enumerator (C1) and the readers
-with their sinks are the project's.  Expected traces come from the spec's examples and from the
-reference model (`expected_trace`), never from the engine.
+checkpoint failure (SRC-19) and global failover (SRC-27, SRC-28); each reader attempt is Flink's
+SourceOperator (SRC-2, SRC-8, SRC-9, SRC-15, SRC-32) in a SourceOperatorStreamTask; the enumerator and
+the reader (C1, C2) and the sinks are the project's.  Expected traces come from the spec's examples and
+from the reference model (`expected_trace`), never from the engine.
 
 Marked `pyflink`; skipped, with the reason, without a JDK or without the apache-flink 2.3.0 jars.
 """

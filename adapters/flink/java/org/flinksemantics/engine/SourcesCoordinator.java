@@ -11,7 +11,6 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.function.BiConsumer;
 import org.apache.flink.api.common.eventtime.WatermarkAlignmentParams;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.runtime.checkpoint.CheckpointCoordinator;
@@ -23,7 +22,6 @@ import org.apache.flink.runtime.jobgraph.JobVertexID;
 import org.apache.flink.runtime.jobgraph.OperatorID;
 import org.apache.flink.runtime.messages.Acknowledge;
 import org.apache.flink.runtime.metrics.groups.UnregisteredMetricGroups;
-import org.apache.flink.runtime.operators.coordination.AcknowledgeCheckpointEvent;
 import org.apache.flink.runtime.operators.coordination.CoordinatorStoreImpl;
 import org.apache.flink.runtime.operators.coordination.OperatorCoordinator;
 import org.apache.flink.runtime.operators.coordination.OperatorCoordinatorHolder;
@@ -31,10 +29,6 @@ import org.apache.flink.runtime.operators.coordination.OperatorEvent;
 import org.apache.flink.runtime.scheduler.strategy.ExecutionVertexID;
 import org.apache.flink.runtime.source.coordinator.SourceCoordinator;
 import org.apache.flink.runtime.source.coordinator.SourceCoordinatorProvider;
-import org.apache.flink.runtime.source.event.AddSplitEvent;
-import org.apache.flink.runtime.source.event.NoMoreSplitsEvent;
-import org.apache.flink.runtime.source.event.ReaderRegistrationEvent;
-import org.apache.flink.runtime.source.event.RequestSplitEvent;
 import org.apache.flink.util.ExceptionUtils;
 import org.apache.flink.util.FlinkException;
 import org.apache.flink.util.SerializedValue;
@@ -49,7 +43,8 @@ import org.apache.flink.util.SerializedValue;
  * enumerator (SourcesSource). The glue is the JobManager's surroundings, none of the rules: a main
  * thread executor run on the engine's thread (the holder asserts it), a SubtaskAccess per reader
  * attempt (a proxy: the package-private interface is the task's RPC endpoint) whose send action hands
- * the event to the harness's reader, and a global failure handler that records the cause.
+ * the event to the reader's task (SourcesTask, Flink's SourceOperator), and a global failure handler
+ * that records the cause.
  *
  * <p>Every call is followed by {@link #settle}: the coordinator thread and the main thread run
  * until neither has work, each wait guarded ({@link #GUARD_S}) so that a stuck thread is an engine
@@ -60,9 +55,9 @@ final class SourcesCoordinator implements AutoCloseable {
     static final long GUARD_S = 30;
     private static final String PKG = "org.apache.flink.runtime.operators.coordination.";
 
-    /** What reaches a reader: a split id, or -1 for NoMoreSplits. */
+    /** The task side: an event the coordinator sends reaches the reader's task (SourcesTask). */
     interface Reader {
-        void deliver(int reader, int split);
+        void deliver(int reader, SerializedValue<OperatorEvent> event) throws Exception;
     }
 
     final SourcesSource source;
@@ -81,10 +76,10 @@ final class SourcesCoordinator implements AutoCloseable {
      * A holder and a SourceCoordinator for {@code parallelism} readers, reset to {@code restoredId}'s
      * bytes (null: none) before it starts, as RecreateOnResetOperatorCoordinator resets a new one.
      */
-    SourcesCoordinator(int parallelism, List<Integer> queue, boolean bounded, long restoredId, byte[] restored,
-            Reader readers, BiConsumer<Integer, List<Integer>> splitsBack) throws Exception {
+    SourcesCoordinator(int parallelism, SourcesSource source, long restoredId, byte[] restored, Reader readers)
+            throws Exception {
         this.readers = readers;
-        this.source = new SourcesSource(queue, bounded, splitsBack);
+        this.source = source;
         this.attempts = new int[parallelism];
         this.alive = new boolean[parallelism];
         this.running = new CompletableFuture<?>[parallelism];
@@ -171,21 +166,13 @@ final class SourcesCoordinator implements AutoCloseable {
     }
 
     /** The RPC to the task: the event reaches the reader's attempt, or fails when the attempt is gone. */
-    private CompletableFuture<Acknowledge> send(int r, int attempt, SerializedValue<?> value) throws Exception {
+    @SuppressWarnings("unchecked")
+    private CompletableFuture<Acknowledge> send(int r, int attempt, SerializedValue<?> value) {
         if (!isAlive(r, attempt)) {
             return CompletableFuture.failedFuture(new FlinkException("reader " + r + " (#" + attempt + ") is gone"));
         }
         try {
-            OperatorEvent event = (OperatorEvent) value.deserializeValue(SourcesCoordinator.class.getClassLoader());
-            if (event instanceof AddSplitEvent) {
-                @SuppressWarnings("unchecked")
-                AddSplitEvent<SourcesSplit> add = (AddSplitEvent<SourcesSplit>) event;
-                for (SourcesSplit split : add.splits(new SourcesSource.SplitSerializer())) {
-                    readers.deliver(r, split.id);
-                }
-            } else if (event instanceof NoMoreSplitsEvent) {
-                readers.deliver(r, -1);
-            }
+            readers.deliver(r, (SerializedValue<OperatorEvent>) value);
         } catch (Exception | AssertionError e) {
             throw new EngineError("delivering an event to reader " + r, e);
         }
@@ -210,18 +197,22 @@ final class SourcesCoordinator implements AutoCloseable {
 
     // ---- the JobManager's calls, each settled ----
 
-    /** SRC-2: the attempt runs (the holder then calls executionAttemptReady), then it registers. */
-    void register(int r) throws Exception {
-        alive[r] = true;
-        running[r].complete(null);
-        holder.handleEventFromOperator(r, attempts[r], new ReaderRegistrationEvent(r, "localhost"));
-        settle("registering reader " + r);
+    /** The attempt number of reader r's current attempt. */
+    int attempt(int r) {
+        return attempts[r];
     }
 
-    /** SRC-6: a RequestSplitEvent from the reader. */
-    void request(int r) throws Exception {
-        holder.handleEventFromOperator(r, attempts[r], new RequestSplitEvent("localhost"));
-        settle("a split request of reader " + r);
+    /** Reader r's attempt switched to running: the holder calls executionAttemptReady with its gateway. */
+    void attemptRunning(int r) throws Exception {
+        alive[r] = true;
+        running[r].complete(null);
+        settle("reader " + r + " running");
+    }
+
+    /** An event of reader r's task (registration SRC-2, request SRC-6, acknowledgement SRC-13) to the holder. */
+    void fromOperator(int r, OperatorEvent event) throws Exception {
+        holder.handleEventFromOperator(r, attempts[r], event);
+        settle(event + " from reader " + r);
     }
 
     /** The enumerator pushes its head to r (the `assign` step), in the coordinator thread. */
@@ -265,12 +256,6 @@ final class SourcesCoordinator implements AutoCloseable {
     void abortTriggering(long id) throws Exception {
         holder.abortCurrentTriggering();
         aborted(id);
-    }
-
-    /** SRC-13: the reader's snapshot for N is taken: the task acknowledges it, the holder opens its gateway. */
-    void snapshotTaken(int r, long id) throws Exception {
-        holder.handleEventFromOperator(r, attempts[r], new AcknowledgeCheckpointEvent(id));
-        settle("reader " + r + "'s acknowledgement of checkpoint " + id);
     }
 
     /** SRC-17. */

@@ -6,14 +6,17 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The sources area (spec/sources.md) on Flink 2.3.0's coordinator classes: every schedule runs
- * against a real OperatorCoordinatorHolder around the SourceCoordinator that SourceCoordinatorProvider
- * builds (SourcesCoordinator): registration and the registry (SRC-2, SRC-4, SRC-5), split requests and
+ * The sources area (spec/sources.md) on Flink 2.3.0's own classes. The coordinator side
+ * (SourcesCoordinator) is a real OperatorCoordinatorHolder around the SourceCoordinator that
+ * SourceCoordinatorProvider builds: registration and the registry (SRC-4, SRC-5), split requests and
  * the NoMoreSplits flags (SRC-6, SRC-9, SRC-25), the SplitAssignmentTracker (SRC-7, SRC-11, SRC-17,
- * SRC-18, SRC-21, SRC-22), the gateways' valve (SRC-13), checkpoint failure (SRC-19), failJob
- * (SRC-4, SRC-27) and the reset of a new coordinator from the restore point (SRC-28). The enumerator
- * is the project's connector code (SourcesSource, the spec's C1); the readers and their sinks are the
- * project's task side (SourcesHarness): see {@link #READER} for why SourceOperator is not driven.
+ * SRC-18, SRC-21, SRC-22), the gateways' valve (SRC-13), checkpoint failure (SRC-19), failJob (SRC-4,
+ * SRC-27) and a new coordinator reset to the restore point (SRC-28). Each reader attempt
+ * (SourcesTask) is Flink's SourceOperator from its SourceOperatorFactory in a SourceOperatorStreamTask:
+ * restore then registration (SRC-2), events to the reader (SRC-8, SRC-9), its snapshot in operator
+ * list state restored through the task's TaskStateManager (SRC-15, SRC-16), the end of input
+ * (SRC-32). The enumerator and the reader are the project's connector code (SourcesSource,
+ * SourcesReader: the spec's C1 and C2); the two-phase-commit sinks are the project's (SourcesHarness).
  */
 public final class SourcesEngine implements AreaEngine {
 
@@ -22,12 +25,6 @@ public final class SourcesEngine implements AreaEngine {
     static final String RESCALE = "a rescale redistributes SourceOperator's reader list state through "
             + "the operator state backend's RoundRobinOperatorStateRepartitioner, which this engine does "
             + "not drive yet (SRC-31)";
-    /** Why the readers are the project's and not SourceOperator (stated in the harness, not a capability). */
-    static final String READER = "SourceOperator keeps a reader's splits in operator list state, which its "
-            + "snapshotState/initializeState write and read through a StreamTask's checkpoint storage and "
-            + "TaskStateManager; the proxy Environment (AsyncIoTask) provides neither, so the readers and "
-            + "their sinks are the project's (SRC-2's order, SRC-8, SRC-15, SRC-32, SRC-33, SRC-39)";
-
     @Override
     public Map<String, String> capabilities() {
         Map<String, String> c = new LinkedHashMap<>();

@@ -6,33 +6,36 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.runtime.operators.coordination.AcknowledgeCheckpointEvent;
+import org.apache.flink.runtime.operators.coordination.OperatorEvent;
+import org.apache.flink.streaming.runtime.io.DataInputStatus;
+import org.apache.flink.util.SerializedValue;
 
 /**
- * One schedule of the sources area: the JobManager's checkpoint and failover calls on Flink's
- * coordinator (SourcesCoordinator), and the tasks' side, which is the project's: the readers (the
- * spec's C2 reader: one split at a time, SRC-32, SRC-33, SRC-39, their snapshots SRC-15 and restored
- * state SRC-2) and the two-phase-commit sink chained to each (SRC-17, SRC-29, SRC-38, SRC-44).
- * SourceOperator is not driven: see SourcesEngine.READER. Which splits a reader gets, when, whether a
- * request or a push reaches the enumerator, which events wait for a snapshot and which splits go back
- * at a failover are decided by Flink's classes; this class only keeps what the readers got.
+ * One schedule of the sources area: the JobManager's calls on Flink's coordinator (SourcesCoordinator),
+ * each reader attempt a task around Flink's SourceOperator (SourcesTask), and the two-phase-commit sink
+ * chained to each reader, which is the project's (SRC-17, SRC-29, SRC-38, SRC-44). This class turns
+ * steps into those calls and keeps the trace; the decisions are Flink's classes' (which splits a reader
+ * gets and when, which events wait, what goes back at a failover, what a reader restores and stores),
+ * the enumerator's and reader's policies the project's connector (SourcesSource, SourcesReader).
  */
-final class SourcesHarness implements AutoCloseable {
+final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
 
-    /** One reader attempt and its sink. */
+    /** One reader subtask: its running attempt (null when none), its sink, what it restores next. */
     static final class Reader {
-        boolean registered;
-        List<int[]> restored = new ArrayList<>();
-        List<int[]> splits = new ArrayList<>();  // [split, position], owned, unfinished
-        boolean noMore;
+        SourcesTask task;
         boolean ended;
         List<int[]> pending = new ArrayList<>();  // records since the last barrier
         TreeMap<Long, List<int[]>> staged = new TreeMap<>();
+        OperatorSubtaskState restored;  // the state of its next attempt (null: none)
+        long restoredFrom = -1;
     }
 
     /** A checkpoint as the schedule drives it: its coordinator bytes, the readers' states, its state. */
     static final class Checkpoint {
         int discovered;
-        Map<Integer, List<int[]>> readers = new HashMap<>();
+        Map<Integer, OperatorSubtaskState> readers = new HashMap<>();
         String state = "taken";
         byte[] bytes;  // SourceCoordinator.checkpointCoordinator's result
     }
@@ -52,6 +55,7 @@ final class SourcesHarness implements AutoCloseable {
     private Long lastCompleted;
     private int step;
     private List<Integer> back;
+    private Throwable taskFailure;
 
     SourcesHarness(int parallelism, List<Integer> sizes, boolean bounded) {
         this.sizes = new ArrayList<>(sizes);
@@ -70,8 +74,8 @@ final class SourcesHarness implements AutoCloseable {
     }
 
     private SourcesCoordinator newCoordinator(List<Integer> queue, long restoredId, byte[] bytes) throws Exception {
-        return new SourcesCoordinator(parallelism, queue, bounded, restoredId, bytes, this::deliver,
-                (r, splits) -> back = splits);
+        SourcesSource source = new SourcesSource(queue, bounded, (r, splits) -> back = splits, sizes, this);
+        return new SourcesCoordinator(parallelism, source, restoredId, bytes, this::deliver);
     }
 
     private List<Integer> initialQueue() {
@@ -92,7 +96,7 @@ final class SourcesHarness implements AutoCloseable {
         String op = (String) s.get("op");
         switch (op) {
             case "register" -> register(num(s, "reader"));
-            case "request" -> coordinator.request(num(s, "reader"));
+            case "request" -> request(num(s, "reader"));
             case "assign" -> coordinator.push(num(s, "reader"));
             case "discover" -> discover(num(s, "records"));
             case "poll" -> poll(num(s, "reader"), s.containsKey("records") ? num(s, "records") : 1);
@@ -105,6 +109,9 @@ final class SourcesHarness implements AutoCloseable {
             case "rescale" -> throw new UnsupportedOperationException(SourcesEngine.RESCALE);
             case "end" -> end();
             default -> throw new IllegalArgumentException("unknown step " + op);
+        }
+        if (taskFailure != null) {
+            throw new IllegalStateException("sources engine: a reader's task failed", taskFailure);
         }
         if (coordinator.failure != null) {
             globalFailover(coordinator.failureCause());  // SRC-4, SRC-27: the holder's failJob
@@ -133,67 +140,77 @@ final class SourcesHarness implements AutoCloseable {
         return pairs(c);
     }
 
-    static List<int[]> copy(List<int[]> ps) {
-        List<int[]> out = new ArrayList<>();
-        for (int[] p : ps) {
-            out.add(new int[] {p[0], p[1]});
-        }
-        return out;
-    }
+    // ---- the readers' tasks ----
 
-    // ---- readers (the project's C2 reader and its sink) ----
-
-    /** SRC-2: the restored splits go to the reader, then it registers with Flink's coordinator. */
+    /** SRC-2: a new attempt runs; SourceOperator.open restores its splits and registers it. */
     private void register(int r) throws Exception {
         Reader reader = readers.get(r);
-        reader.registered = true;
-        reader.splits = copy(reader.restored);
-        reader.restored = new ArrayList<>();
-        emit("registered", "reader", r, "splits", pairs(reader.splits));
-        coordinator.register(r);
+        reader.task = new SourcesTask(r, parallelism, coordinator.attempt(r), coordinator.source, reader.restored,
+                reader.restoredFrom, record -> onRecord(r, record), t -> taskFailure = t);
+        coordinator.attemptRunning(r);
+        reader.task.open();
+        emit("registered", "reader", r, "splits", pairs(reader.task.reader().splits));
+        forward(r);
     }
 
-    /** SRC-39, SRC-33: one split at a time, records in offset order. */
-    private void poll(int r, int budget) {
-        Reader reader = readers.get(r);
-        while (!reader.splits.isEmpty()) {
-            int[] head = reader.splits.get(0);
-            if (head[1] >= sizes.get(head[0])) {
-                reader.splits.remove(0);
-                emit("split_finished", "reader", r, "split", head[0]);
-                continue;
-            }
-            if (budget == 0) {
-                break;
-            }
-            emit("record", "reader", r, "split", head[0], "offset", head[1]);
-            reader.pending.add(new int[] {head[0], head[1]});
-            head[1]++;
-            budget--;
+    /** What reader r's task sent to the coordinator, to Flink's holder, in order. */
+    private void forward(int r) throws Exception {
+        SourcesTask task = readers.get(r).task;
+        while (!task.outbox.isEmpty()) {
+            OperatorEvent event = task.outbox.remove(0);
+            coordinator.fromOperator(r, event);
         }
-        maybeEnd(r);
     }
 
-    /** SRC-32. */
-    private void maybeEnd(int r) {
+    /** SRC-6: the reader asks for a split (SourceReaderContext.sendSplitRequest). */
+    private void request(int r) throws Exception {
+        readers.get(r).task.reader().request();
+        forward(r);
+    }
+
+    /** SRC-39: the external system has {@code records} more records for the reader; the task reads them. */
+    private void poll(int r, int records) throws Exception {
+        status(r, readers.get(r).task.emit(records));
+    }
+
+    /** SRC-32: SourceOperator's end of data is the reader's END_OF_INPUT. */
+    private void status(int r, DataInputStatus status) {
         Reader reader = readers.get(r);
-        if (reader.noMore && reader.splits.isEmpty() && !reader.ended) {
+        if (status == DataInputStatus.END_OF_DATA && !reader.ended) {
             reader.ended = true;
             emit("end_of_input", "reader", r);
         }
     }
 
-    /** An AddSplitEvent or NoMoreSplitsEvent that Flink's gateway let through reaches the reader (SRC-8, SRC-9). */
-    private void deliver(int r, int split) {
+    private void onRecord(int r, int[] record) {
+        emit("record", "reader", r, "split", record[0], "offset", record[1]);
+        readers.get(r).pending.add(record);
+    }
+
+    /** An event Flink's gateway lets through reaches the reader's task (SRC-8, SRC-9); a reader that got
+     * NoMoreSplits and owns no split is asked for input at once, as its task would (SRC-32). */
+    private void deliver(int r, SerializedValue<OperatorEvent> event) throws Exception {
         Reader reader = readers.get(r);
-        if (split >= 0) {
-            reader.splits.add(new int[] {split, 0});
-            emit("assigned", "reader", r, "split", split);
-        } else {
-            reader.noMore = true;
-            emit("no_more_splits", "reader", r);
-            maybeEnd(r);
+        reader.task.dispatch(event);
+        SourcesReader user = reader.task.reader();
+        if (user.noMore && user.splits.isEmpty() && !reader.ended) {
+            status(r, reader.task.emit(0));
         }
+    }
+
+    @Override
+    public void assigned(int reader, int split) {
+        emit("assigned", "reader", reader, "split", split);
+    }
+
+    @Override
+    public void noMoreSplits(int reader) {
+        emit("no_more_splits", "reader", reader);
+    }
+
+    @Override
+    public void splitFinished(int reader, int split) {
+        emit("split_finished", "reader", reader, "split", split);
     }
 
     /** SRC-42: the external system's new split; the enumerator takes what it has not discovered yet. */
@@ -225,9 +242,10 @@ final class SourcesHarness implements AutoCloseable {
     }
 
     /**
-     * SRC-15, C3: the barrier reaches every reader, which takes its snapshot (in index order); then the
-     * tasks' acknowledgements reach the holder in index order, each opening its reader's gateway
-     * (SRC-13). Flink fixes no order across subtasks; this one is the reference model's.
+     * SRC-15, C3: the barrier reaches every reader, whose SourceOperator snapshots its list state (in
+     * index order); then each task acknowledges the checkpoint to the coordinator (OperatorChain's
+     * AcknowledgeCheckpointEvent), in index order, which opens its gateway (SRC-13). Flink fixes no order
+     * across subtasks; this one is the reference model's.
      */
     private void barrier(long id) throws Exception {
         Checkpoint cp = checkpoints.get(id);
@@ -235,13 +253,14 @@ final class SourcesHarness implements AutoCloseable {
         cp.state = "barrier";
         for (int r = 0; r < readers.size(); r++) {
             Reader reader = readers.get(r);
-            cp.readers.put(r, copy(reader.splits));
-            emit("reader_checkpoint", "id", id, "reader", r, "splits", pairs(reader.splits));
+            OperatorSubtaskState state = reader.task.snapshot(id);
+            cp.readers.put(r, state);
+            emit("reader_checkpoint", "id", id, "reader", r, "splits", SourcesTask.stored(state));
             reader.staged.put(id, reader.pending);
             reader.pending = new ArrayList<>();
         }
         for (int r = 0; r < readers.size(); r++) {
-            coordinator.snapshotTaken(r, id);
+            coordinator.fromOperator(r, new AcknowledgeCheckpointEvent(id));
         }
     }
 
@@ -303,6 +322,17 @@ final class SourcesHarness implements AutoCloseable {
         return ids;
     }
 
+    /** A reader subtask's next attempt, restoring its state in the last completed checkpoint. */
+    private Reader restarted(int r) {
+        Reader fresh = new Reader();
+        Checkpoint cp = lastCompleted == null ? null : checkpoints.get(lastCompleted);
+        if (cp != null) {
+            fresh.restored = cp.readers.get(r);
+            fresh.restoredFrom = lastCompleted;
+        }
+        return fresh;
+    }
+
     // ---- failover ----
 
     /** SRC-20..SRC-24 (C4): the attempt fails, the pending checkpoints abort, the subtask is reset to the
@@ -311,7 +341,7 @@ final class SourcesHarness implements AutoCloseable {
         emit("reset", "tasks", List.of(r));
         List<Long> aborted = abortPending();
         Reader old = readers.get(r);
-        old.registered = false;
+        old.task = null;
         coordinator.attemptFailed(r);
         for (long id : aborted) {
             abortInFlink(id);
@@ -320,12 +350,7 @@ final class SourcesHarness implements AutoCloseable {
         if (!records.isEmpty()) {
             emit("committed", "checkpoint", lastCompleted, "records", sorted(records));
         }
-        Reader fresh = new Reader();
-        Checkpoint cp = lastCompleted == null ? null : checkpoints.get(lastCompleted);
-        if (cp != null) {
-            fresh.restored = copy(cp.readers.getOrDefault(r, List.of()));
-        }
-        readers.set(r, fresh);
+        readers.set(r, restarted(r));
         back = null;
         coordinator.subtaskReset(r, lastCompleted == null ? -1 : lastCompleted);
         if (back == null) {
@@ -335,7 +360,7 @@ final class SourcesHarness implements AutoCloseable {
     }
 
     /** SRC-27, SRC-28, SRC-29: everything restarts from the last completed checkpoint: a new coordinator
-     * reset to its bytes (RecreateOnResetOperatorCoordinator), the readers from their states in it. */
+     * reset to its bytes (RecreateOnResetOperatorCoordinator), every reader from its state in it. */
     private void globalFailover(String cause) throws Exception {
         Long n = lastCompleted;
         emit("global_failover", "checkpoint", n, "cause", cause);
@@ -347,14 +372,10 @@ final class SourcesHarness implements AutoCloseable {
         if (!records.isEmpty()) {
             emit("committed", "checkpoint", n, "records", sorted(records));
         }
-        Checkpoint cp = n == null ? null : checkpoints.get(n);
         for (int r = 0; r < readers.size(); r++) {
-            Reader fresh = new Reader();
-            if (cp != null) {
-                fresh.restored = copy(cp.readers.getOrDefault(r, List.of()));
-            }
-            readers.set(r, fresh);
+            readers.set(r, restarted(r));
         }
+        Checkpoint cp = n == null ? null : checkpoints.get(n);
         coordinator.close();
         coordinator = newCoordinator(initialQueue(), n == null ? -1 : n, cp == null ? null : cp.bytes);
         discovered = cp != null ? cp.discovered : initialSplits;
@@ -364,7 +385,7 @@ final class SourcesHarness implements AutoCloseable {
     /** SRC-44, SRC-38 (C5): run to completion in rounds; the final checkpoint commits everything. */
     private void end() throws Exception {
         for (int r = 0; r < readers.size(); r++) {
-            if (!readers.get(r).registered) {
+            if (readers.get(r).task == null) {
                 register(r);
             }
         }
@@ -378,14 +399,15 @@ final class SourcesHarness implements AutoCloseable {
                 if (reader.ended) {
                     continue;
                 }
-                if (!reader.splits.isEmpty()) {
+                List<int[]> owned = reader.task.reader().splits;
+                if (!owned.isEmpty()) {
                     int left = 0;
-                    for (int[] p : reader.splits) {
+                    for (int[] p : owned) {
                         left += sizes.get(p[0]) - p[1];
                     }
                     poll(r, left);
                 } else {
-                    coordinator.request(r);
+                    request(r);
                 }
             }
         }

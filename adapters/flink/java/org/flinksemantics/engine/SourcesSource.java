@@ -26,19 +26,29 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * split ids; a request gets the head, or NoMoreSplits when a bounded source has none left (SRC-10);
  * an unbounded source leaves it unanswered; returned splits join the tail (SRC-24). Whether a
  * request reaches it at all (SRC-6), the registry (SRC-4), the tracker (SRC-7) and the events'
- * delivery (SRC-13) are Flink's, not this class's.
+ * delivery (SRC-13) are Flink's, not this class's. Its reader is SourcesReader.
  */
-final class SourcesSource implements Source<Integer, SourcesSplit, List<Integer>> {
+final class SourcesSource implements Source<int[], SourcesSplit, List<Integer>> {
 
     private final List<Integer> initial;
     private final boolean bounded;
     private final BiConsumer<Integer, List<Integer>> onSplitsBack;
+    private final List<Integer> sizes;
+    private final SourcesReader.Events events;
     Enumerator enumerator;
 
-    SourcesSource(List<Integer> initial, boolean bounded, BiConsumer<Integer, List<Integer>> onSplitsBack) {
+    /**
+     * The source of splits {@code initial}, whose record counts are {@code sizes} (the external
+     * system, which `discover` steps extend); {@code onSplitsBack} sees each addSplitsBack, the
+     * readers report to {@code events}.
+     */
+    SourcesSource(List<Integer> initial, boolean bounded, BiConsumer<Integer, List<Integer>> onSplitsBack,
+            List<Integer> sizes, SourcesReader.Events events) {
         this.initial = initial;
         this.bounded = bounded;
         this.onSplitsBack = onSplitsBack;
+        this.sizes = sizes;
+        this.events = events;
     }
 
     @Override
@@ -69,9 +79,10 @@ final class SourcesSource implements Source<Integer, SourcesSplit, List<Integer>
         return new QueueSerializer();
     }
 
+    /** The reader SourceOperator creates in its open(): the project's C2 reader (SourcesReader). */
     @Override
-    public SourceReader<Integer, SourcesSplit> createReader(SourceReaderContext readerContext) {
-        throw new UnsupportedOperationException("the sources engine's readers are its harness (SourcesHarness)");
+    public SourceReader<int[], SourcesSplit> createReader(SourceReaderContext readerContext) {
+        return new SourcesReader(readerContext, sizes, events);
     }
 
     /** The enumerator: a queue of splits, assigned as the schedule says (C1). */
@@ -153,7 +164,7 @@ final class SourcesSource implements Source<Integer, SourcesSplit, List<Integer>
         }
     }
 
-    /** A split as its id's decimal text. */
+    /** A split as "id:position". */
     static final class SplitSerializer implements SimpleVersionedSerializer<SourcesSplit> {
         @Override
         public int getVersion() {
@@ -162,12 +173,13 @@ final class SourcesSource implements Source<Integer, SourcesSplit, List<Integer>
 
         @Override
         public byte[] serialize(SourcesSplit s) {
-            return s.splitId().getBytes(StandardCharsets.UTF_8);
+            return (s.id + ":" + s.position).getBytes(StandardCharsets.UTF_8);
         }
 
         @Override
         public SourcesSplit deserialize(int version, byte[] b) {
-            return new SourcesSplit(Integer.parseInt(new String(b, StandardCharsets.UTF_8)));
+            String[] parts = new String(b, StandardCharsets.UTF_8).split(":");
+            return new SourcesSplit(Integer.parseInt(parts[0]), Integer.parseInt(parts[1]));
         }
     }
 

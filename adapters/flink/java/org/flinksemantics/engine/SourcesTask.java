@@ -1,0 +1,261 @@
+package org.flinksemantics.engine;
+
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Delayed;
+import java.util.concurrent.RunnableFuture;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import org.apache.flink.api.common.ExecutionConfig;
+import org.apache.flink.api.common.TaskInfoImpl;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.core.fs.CloseableRegistry;
+import org.apache.flink.core.io.SimpleVersionedSerialization;
+import org.apache.flink.runtime.checkpoint.CheckpointOptions;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.runtime.checkpoint.SubTaskInitializationMetricsBuilder;
+import org.apache.flink.runtime.execution.Environment;
+import org.apache.flink.runtime.jobgraph.OperatorID;
+import org.apache.flink.runtime.jobgraph.tasks.TaskOperatorEventGateway;
+import org.apache.flink.runtime.operators.coordination.OperatorEvent;
+import org.apache.flink.runtime.state.DefaultOperatorStateBackend;
+import org.apache.flink.runtime.state.DefaultOperatorStateBackendBuilder;
+import org.apache.flink.runtime.state.OperatorStateHandle;
+import org.apache.flink.runtime.state.SnapshotResult;
+import org.apache.flink.streaming.api.graph.StreamConfig;
+import org.apache.flink.streaming.api.operators.OperatorSnapshotFutures;
+import org.apache.flink.streaming.api.operators.Output;
+import org.apache.flink.streaming.api.operators.SourceOperator;
+import org.apache.flink.streaming.api.operators.SourceOperatorFactory;
+import org.apache.flink.streaming.api.operators.StreamOperatorParameters;
+import org.apache.flink.streaming.runtime.io.DataInputStatus;
+import org.apache.flink.streaming.runtime.io.PushingAsyncDataInput;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.streaming.runtime.tasks.OperatorEventDispatcherImpl;
+import org.apache.flink.streaming.runtime.tasks.ProcessingTimeService;
+import org.apache.flink.streaming.runtime.tasks.SourceOperatorStreamTask;
+import org.apache.flink.util.SerializedValue;
+import org.apache.flink.util.clock.ManualClock;
+
+/**
+ * One attempt of a reader subtask: Flink's {@link SourceOperator}, made by its SourceOperatorFactory
+ * from the project's Source, in a real SourceOperatorStreamTask over the proxy Environment of
+ * AsyncIoTask (its TaskStateManager restores a checkpoint's OperatorSubtaskState), with the task's own
+ * OperatorEventDispatcherImpl between the operator and the coordinator. SourceOperator decides what
+ * a new attempt does (restored splits to the reader, then registration: SRC-2), what events do to the
+ * reader (SRC-8, SRC-9), what a snapshot stores (its list state "SourceReaderState", SRC-15) and the
+ * end of input (SRC-32). The glue: the task's identity (subtask index, parallelism, attempt: the
+ * TaskInfo), the events it sends to the coordinator kept in {@link #outbox} until the harness hands
+ * them on, the records of its DataOutput handed to the sink, and a processing-time service whose time
+ * never passes (Flink's ManualClock at 0; the periodic watermark timer never fires: no watermarks here).
+ */
+final class SourcesTask {
+
+    static final int POLL_GUARD = 1_000_000;  // hang guard of one poll
+
+    final List<OperatorEvent> outbox = new ArrayList<>();
+    final SourceOperator<int[], SourcesSplit> operator;
+    private final OperatorID id = new OperatorID();
+    private final OperatorEventDispatcherImpl dispatcher;
+    private final PushingAsyncDataInput.DataOutput<int[]> output;
+
+    /** Reader {@code r}'s attempt, restoring {@code restored} (taken at {@code checkpoint}) unless null. */
+    @SuppressWarnings("unchecked")
+    SourcesTask(int r, int parallelism, int attempt, SourcesSource source, OperatorSubtaskState restored,
+            long checkpoint, Consumer<int[]> onRecord, Consumer<Throwable> onFail) throws Exception {
+        Environment env = environment(r, parallelism, attempt, restored, checkpoint, onFail);
+        SourceOperatorStreamTask<int[]> task = new SourceOperatorStreamTask<>(env);
+        StreamConfig config = new StreamConfig(new org.apache.flink.configuration.Configuration());
+        config.setOperatorID(id);
+        config.setOperatorName("sources");
+        config.serializeAllConfigs();
+        TaskOperatorEventGateway toCoordinator = new TaskOperatorEventGateway() {
+            @Override
+            public void sendOperatorEventToCoordinator(OperatorID operator, SerializedValue<OperatorEvent> event) {
+                try {
+                    outbox.add(event.deserializeValue(SourcesTask.class.getClassLoader()));
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            }
+
+            @Override
+            public CompletableFuture<org.apache.flink.runtime.operators.coordination.CoordinationResponse>
+                    sendRequestToCoordinator(OperatorID operator,
+                            SerializedValue<org.apache.flink.runtime.operators.coordination.CoordinationRequest> r) {
+                throw new UnsupportedOperationException("no coordination requests in the sources area");
+            }
+        };
+        dispatcher = new OperatorEventDispatcherImpl(SourcesTask.class.getClassLoader(), toCoordinator);
+        ManualClock clock = new ManualClock();  // Flink's; never advanced: no time passes in this area
+        ProcessingTimeService time = (ProcessingTimeService) Proxy.newProxyInstance(
+                SourcesTask.class.getClassLoader(), new Class<?>[] {ProcessingTimeService.class},
+                (p, m, a) -> switch (m.getName()) {
+                    case "getCurrentProcessingTime" -> 0L;
+                    case "getClock" -> clock;
+                    case "quiesce" -> CompletableFuture.completedFuture(null);
+                    case "hashCode" -> System.identityHashCode(p);
+                    case "equals" -> p == a[0];
+                    case "toString" -> "no timers";
+                    case "registerTimer", "scheduleAtFixedRate", "scheduleWithFixedDelay" -> new NeverFires();
+                    default -> throw new UnsupportedOperationException("no such call in the sources engine: " + m);
+                });
+        SourceOperatorFactory<int[]> factory = new SourceOperatorFactory<>(source, WatermarkStrategy.noWatermarks());
+        factory.setProcessingTimeService(time);
+        Output<StreamRecord<int[]>> out = (Output<StreamRecord<int[]>>) AsyncIoTask.proxy(Output.class,
+                new AsyncIoTask.Restore(onFail, null, 0L));
+        operator = factory.createStreamOperator(new StreamOperatorParameters<>(task, config, out, () -> time,
+                dispatcher, null));
+        operator.initializeState(task.createStreamTaskStateInitializer(new SubTaskInitializationMetricsBuilder(0L)));
+        output = dataOutput(onRecord);
+    }
+
+    /** AsyncIoTask's proxy Environment, with this attempt's TaskInfo (SourceOperator registers its index). */
+    private static Environment environment(int r, int parallelism, int attempt, OperatorSubtaskState restored,
+            long checkpoint, Consumer<Throwable> onFail) {
+        Object inner = AsyncIoTask.proxy(Environment.class, new AsyncIoTask.Restore(onFail, restored, checkpoint));
+        TaskInfoImpl info = new TaskInfoImpl("sources", 128, r, parallelism, attempt);
+        return (Environment) Proxy.newProxyInstance(SourcesTask.class.getClassLoader(),
+                new Class<?>[] {Environment.class}, (p, m, a) -> {
+                    if ("getTaskInfo".equals(m.getName())) {
+                        return info;
+                    }
+                    try {
+                        return m.invoke(inner, a);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+    }
+
+    @SuppressWarnings("unchecked")
+    private static PushingAsyncDataInput.DataOutput<int[]> dataOutput(Consumer<int[]> onRecord) {
+        return (PushingAsyncDataInput.DataOutput<int[]>) Proxy.newProxyInstance(SourcesTask.class.getClassLoader(),
+                new Class<?>[] {PushingAsyncDataInput.DataOutput.class}, (p, m, a) -> switch (m.getName()) {
+                    case "emitRecord" -> {
+                        onRecord.accept(((StreamRecord<int[]>) a[0]).getValue());
+                        yield null;
+                    }
+                    case "hashCode" -> System.identityHashCode(p);
+                    case "equals" -> p == a[0];
+                    case "toString" -> "the sink";
+                    default -> null;  // no watermarks, statuses, latency markers or attributes here
+                });
+    }
+
+    /** A timer of a service whose time never passes (SourceOperator's periodic watermark emit). */
+    static final class NeverFires implements ScheduledFuture<Object> {
+        private boolean cancelled;
+
+        @Override
+        public long getDelay(TimeUnit unit) {
+            return Long.MAX_VALUE;
+        }
+
+        @Override
+        public int compareTo(Delayed o) {
+            return Long.compare(getDelay(TimeUnit.NANOSECONDS), o.getDelay(TimeUnit.NANOSECONDS));
+        }
+
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            cancelled = true;
+            return true;
+        }
+
+        @Override
+        public boolean isCancelled() {
+            return cancelled;
+        }
+
+        @Override
+        public boolean isDone() {
+            return cancelled;
+        }
+
+        @Override
+        public Object get() {
+            throw new UnsupportedOperationException("a timer that never fires");
+        }
+
+        @Override
+        public Object get(long timeout, TimeUnit unit) {
+            throw new UnsupportedOperationException("a timer that never fires");
+        }
+    }
+
+    SourcesReader reader() {
+        return (SourcesReader) operator.getSourceReader();
+    }
+
+    /** SRC-2: SourceOperator.open: the restored splits to the reader, then its registration (to the outbox). */
+    void open() throws Exception {
+        operator.open();
+    }
+
+    /** An event from the coordinator, through the task's dispatcher to SourceOperator.handleOperatorEvent. */
+    void dispatch(SerializedValue<OperatorEvent> event) throws Exception {
+        Method m = OperatorEventDispatcherImpl.class.getDeclaredMethod("dispatchEventToHandlers", OperatorID.class,
+                SerializedValue.class);
+        m.setAccessible(true);
+        try {
+            m.invoke(dispatcher, id, event);
+        } catch (InvocationTargetException e) {
+            throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+        }
+    }
+
+    /** The task's input loop: emitNext while Flink says more is available; the last status. */
+    DataInputStatus emit(int budget) throws Exception {
+        reader().budget = budget;
+        DataInputStatus status = operator.emitNext(output);
+        for (int i = 0; status == DataInputStatus.MORE_AVAILABLE; i++) {
+            if (i == POLL_GUARD) {
+                throw new IllegalStateException("sources engine: a poll of reader " + reader().index + " never ends");
+            }
+            status = operator.emitNext(output);
+        }
+        return status;
+    }
+
+    /** SRC-15: Flink's snapshotState of the operator's list state, written to memory. */
+    OperatorSubtaskState snapshot(long checkpointId) throws Exception {
+        OperatorSnapshotFutures futures = operator.snapshotState(checkpointId, checkpointId,
+                CheckpointOptions.forCheckpointWithDefaultLocation(), new NamedMemoryStreams("sources " + checkpointId));
+        RunnableFuture<SnapshotResult<OperatorStateHandle>> managed = futures.getOperatorStateManagedFuture();
+        if (!managed.isDone()) {
+            managed.run();
+        }
+        OperatorStateHandle handle = managed.get().getJobManagerOwnedSnapshot();
+        OperatorSubtaskState.Builder state = OperatorSubtaskState.builder();
+        if (handle != null) {
+            state.setManagedOperatorState(handle);
+        }
+        return state.build();
+    }
+
+    /** The splits a snapshot stores, read back through Flink's operator state backend. */
+    static List<List<Integer>> stored(OperatorSubtaskState state) throws Exception {
+        List<List<Integer>> out = new ArrayList<>();
+        for (OperatorStateHandle handle : state.getManagedOperatorState()) {
+            DefaultOperatorStateBackend backend = new DefaultOperatorStateBackendBuilder(
+                    SourcesTask.class.getClassLoader(), new ExecutionConfig(), false, List.of(handle),
+                    new CloseableRegistry()).build();
+            ListState<byte[]> list = backend.getListState(new org.apache.flink.api.common.state.ListStateDescriptor<>(
+                    "SourceReaderState", org.apache.flink.api.common.typeutils.base.array.BytePrimitiveArraySerializer.INSTANCE));
+            for (byte[] bytes : list.get()) {
+                SourcesSplit s = SimpleVersionedSerialization.readVersionAndDeSerialize(
+                        new SourcesSource.SplitSerializer(), bytes);
+                out.add(List.of(s.id, s.position));
+            }
+            backend.dispose();
+        }
+        return out;
+    }
+}
