@@ -12,9 +12,11 @@ Marked `pyflink`; skipped, with the reason, without a JDK or without the apache-
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from flink_semantics.adapters import flink
 from flink_semantics.conformance.examples import load_examples
 from flink_semantics.reference import expected_trace
 from flink_semantics.spec.area import get_area
@@ -26,7 +28,7 @@ from tests.flink_engine import converse
 pytestmark = pytest.mark.pyflink
 
 AREA = get_area("sources")
-UNSUPPORTED = {"sources.rescale", "sources.region_failover"}
+UNSUPPORTED = {"sources.region_failover"}
 
 
 def example(config: str, steps: list[str]) -> Schedule:
@@ -44,14 +46,14 @@ def traces(engine: list[str], schedules: list[Schedule]) -> list[Any]:
 
 
 def test_hello(engine: list[str]) -> None:
-    """The sources engine's capabilities: rescale and region failover unsupported, naming Flink's class."""
+    """The sources engine's capabilities: region failover unsupported, naming Flink's class."""
     lines, status = converse(engine, [{"type": "close"}])
     caps = lines[0]["capabilities"]
     assert status == 0
     assert caps["sources"] is None and caps["sources.checkpoint"] is None
     assert caps["sources.unbounded"] is None
     assert caps["sources.reader_failover"] is None and caps["sources.global_failover"] is None
-    assert "RoundRobinOperatorStateRepartitioner" in caps["sources.rescale"]
+    assert caps["sources.rescale"] is None
     assert "RestartPipelinedRegionFailoverStrategy" in caps["sources.region_failover"]
 
 
@@ -115,6 +117,31 @@ def test_traces_are_the_references(engine: list[str]) -> None:
     events = [e.event for t in expected for e in t.events]
     assert {"splits_back", "global_failover", "checkpoint_failed", "no_more_splits", "aborted"} <= set(events)
     assert traces(engine, SCHEDULES) == expected
+
+
+def rescaled_down(checkpoints: int) -> Schedule:
+    """Two readers with a split each, `checkpoints` checkpoints, then one reader restores both."""
+    steps = ["register r0", "register r1", "request r0", "request r1"]
+    steps += [f"{kind} {c}" for c in range(1, checkpoints + 1) for kind in ("checkpoint", "barrier")]
+    steps += [f"complete {checkpoints}", "rescale 1", "register r0"]
+    return example("readers=2 splits=[1, 1, 1]", steps)
+
+
+def test_rescale_restores_every_split_in_flinks_order(engine: list[str]) -> None:
+    """SRC-31 on StateAssignmentOperation and RoundRobinOperatorStateRepartitioner: a reader restored from
+    two readers' states gets both splits at their positions; their order is the merge map's (by the
+    state handles' names), which the engine declares an expected failure of SRC-31 with that reason."""
+    schedules = [rescaled_down(n) for n in range(1, 6)]
+    got = traces(engine, schedules)
+    for schedule, trace in zip(schedules, got, strict=True):
+        want = expected_trace(schedule)
+        assert trace.events[:-1] == want.events[:-1]
+        last, expected_last = trace.events[-1], want.events[-1]
+        assert last.event == expected_last.event == "registered"
+        assert sorted(last.data[1]) == sorted(expected_last.data[1]) == [(0, 0), (1, 0)]
+    assert any(t.events[-1] != expected_trace(s).events[-1] for s, t in zip(schedules, got, strict=True))
+    reasons = json.loads((flink.EXPECTED_FAILURES / "sources.json").read_text())
+    assert "RoundRobinOperatorStateRepartitioner" in reasons["SRC-31"]
 
 
 def test_unsupported_graph(engine: list[str]) -> None:

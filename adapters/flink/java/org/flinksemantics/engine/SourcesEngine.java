@@ -15,16 +15,16 @@ import java.util.Map;
  * (SourcesTask) is Flink's SourceOperator from its SourceOperatorFactory in a SourceOperatorStreamTask:
  * restore then registration (SRC-2), events to the reader (SRC-8, SRC-9), its snapshot in operator
  * list state restored through the task's TaskStateManager (SRC-15, SRC-16), the end of input
- * (SRC-32). The enumerator and the reader are the project's connector code (SourcesSource,
- * SourcesReader: the spec's C1 and C2); the two-phase-commit sinks are the project's (SourcesHarness).
+ * (SRC-32); a rescale assigns the readers' states by StateAssignmentOperation with
+ * RoundRobinOperatorStateRepartitioner (SRC-31). The enumerator and the reader are the project's
+ * connector code (SourcesSource, SourcesReader: the spec's C1 and C2); the two-phase-commit sinks are
+ * the project's (SourcesHarness).
  */
 public final class SourcesEngine implements AreaEngine {
 
     static final String REGION = "region failover needs RestartPipelinedRegionFailoverStrategy on a "
             + "hand-built SchedulingTopology, which this engine does not build yet (SRC-35..SRC-37)";
-    static final String RESCALE = "a rescale redistributes SourceOperator's reader list state through "
-            + "the operator state backend's RoundRobinOperatorStateRepartitioner, which this engine does "
-            + "not drive yet (SRC-31)";
+
     @Override
     public Map<String, String> capabilities() {
         Map<String, String> c = new LinkedHashMap<>();
@@ -32,7 +32,7 @@ public final class SourcesEngine implements AreaEngine {
         c.put("sources.checkpoint", null);
         c.put("sources.reader_failover", null);
         c.put("sources.global_failover", null);
-        c.put("sources.rescale", RESCALE);
+        c.put("sources.rescale", null);
         c.put("sources.unbounded", null);
         c.put("sources.region_failover", REGION);
         return c;

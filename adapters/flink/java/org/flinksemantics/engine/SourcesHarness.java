@@ -36,6 +36,7 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
     static final class Checkpoint {
         int discovered;
         Map<Integer, OperatorSubtaskState> readers = new HashMap<>();
+        int parallelism;
         String state = "taken";
         byte[] bytes;  // SourceCoordinator.checkpointCoordinator's result
     }
@@ -47,7 +48,7 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
     private final int initialSplits;
     private final boolean bounded;
     private final List<Reader> readers = new ArrayList<>();
-    private final int parallelism;
+    private int parallelism;
     private int discovered;
     private SourcesCoordinator coordinator;
     private Long awaitingBarrier;
@@ -106,7 +107,7 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
             case "abort" -> abort(num(s, "id"));
             case "fail" -> fail(num(s, "task"));
             case "fail_enumerator" -> coordinator.failEnumerator();
-            case "rescale" -> throw new UnsupportedOperationException(SourcesEngine.RESCALE);
+            case "rescale" -> globalFailover("rescale", num(s, "readers"));  // SRC-31
             case "end" -> end();
             default -> throw new IllegalArgumentException("unknown step " + op);
         }
@@ -114,7 +115,7 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
             throw new IllegalStateException("sources engine: a reader's task failed", taskFailure);
         }
         if (coordinator.failure != null) {
-            globalFailover(coordinator.failureCause());  // SRC-4, SRC-27: the holder's failJob
+            globalFailover(coordinator.failureCause(), parallelism);  // SRC-4, SRC-27: the holder's failJob
         }
     }
 
@@ -230,6 +231,7 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
     private void checkpoint(long id, boolean fails) throws Exception {
         Checkpoint cp = new Checkpoint();
         cp.discovered = discovered;
+        cp.parallelism = parallelism;
         checkpoints.put(id, cp);
         cp.bytes = coordinator.checkpoint(id, fails);
         if (cp.bytes == null) {
@@ -322,15 +324,22 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         return ids;
     }
 
-    /** A reader subtask's next attempt, restoring its state in the last completed checkpoint. */
-    private Reader restarted(int r) {
-        Reader fresh = new Reader();
+    /** Each reader subtask's next attempt at {@code newParallelism}, with its state in the last completed
+     * checkpoint as Flink's scheduler assigns it (SourcesTask.redistribute, SRC-31). */
+    private List<Reader> restarted(int newParallelism) {
         Checkpoint cp = lastCompleted == null ? null : checkpoints.get(lastCompleted);
-        if (cp != null) {
-            fresh.restored = cp.readers.get(r);
-            fresh.restoredFrom = lastCompleted;
+        List<OperatorSubtaskState> states = cp == null ? null
+                : SourcesTask.redistribute(cp.readers, cp.parallelism, newParallelism);
+        List<Reader> out = new ArrayList<>();
+        for (int r = 0; r < newParallelism; r++) {
+            Reader fresh = new Reader();
+            if (states != null) {
+                fresh.restored = states.get(r);
+                fresh.restoredFrom = lastCompleted;
+            }
+            out.add(fresh);
         }
-        return fresh;
+        return out;
     }
 
     // ---- failover ----
@@ -350,7 +359,7 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         if (!records.isEmpty()) {
             emit("committed", "checkpoint", lastCompleted, "records", sorted(records));
         }
-        readers.set(r, restarted(r));
+        readers.set(r, restarted(parallelism).get(r));
         back = null;
         coordinator.subtaskReset(r, lastCompleted == null ? -1 : lastCompleted);
         if (back == null) {
@@ -359,9 +368,10 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         emit("splits_back", "reader", r, "splits", back);
     }
 
-    /** SRC-27, SRC-28, SRC-29: everything restarts from the last completed checkpoint: a new coordinator
-     * reset to its bytes (RecreateOnResetOperatorCoordinator), every reader from its state in it. */
-    private void globalFailover(String cause) throws Exception {
+    /** SRC-27, SRC-28, SRC-29, SRC-31: everything restarts from the last completed checkpoint, at
+     * {@code newParallelism}: a new coordinator reset to its bytes (RecreateOnResetOperatorCoordinator),
+     * every reader from its state in it. */
+    private void globalFailover(String cause, int newParallelism) throws Exception {
         Long n = lastCompleted;
         emit("global_failover", "checkpoint", n, "cause", cause);
         abortPending();
@@ -372,9 +382,9 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         if (!records.isEmpty()) {
             emit("committed", "checkpoint", n, "records", sorted(records));
         }
-        for (int r = 0; r < readers.size(); r++) {
-            readers.set(r, restarted(r));
-        }
+        readers.clear();
+        readers.addAll(restarted(newParallelism));
+        parallelism = newParallelism;
         Checkpoint cp = n == null ? null : checkpoints.get(n);
         coordinator.close();
         coordinator = newCoordinator(initialQueue(), n == null ? -1 : n, cp == null ? null : cp.bytes);

@@ -4,7 +4,9 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Delayed;
 import java.util.concurrent.RunnableFuture;
@@ -18,10 +20,15 @@ import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.core.fs.CloseableRegistry;
 import org.apache.flink.core.io.SimpleVersionedSerialization;
 import org.apache.flink.runtime.checkpoint.CheckpointOptions;
+import org.apache.flink.runtime.checkpoint.OperatorState;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.runtime.checkpoint.RoundRobinOperatorStateRepartitioner;
+import org.apache.flink.runtime.checkpoint.StateAssignmentOperation;
+import org.apache.flink.runtime.checkpoint.StateObjectCollection;
 import org.apache.flink.runtime.checkpoint.SubTaskInitializationMetricsBuilder;
 import org.apache.flink.runtime.execution.Environment;
 import org.apache.flink.runtime.jobgraph.OperatorID;
+import org.apache.flink.runtime.jobgraph.OperatorInstanceID;
 import org.apache.flink.runtime.jobgraph.tasks.TaskOperatorEventGateway;
 import org.apache.flink.runtime.operators.coordination.OperatorEvent;
 import org.apache.flink.runtime.state.DefaultOperatorStateBackend;
@@ -227,7 +234,7 @@ final class SourcesTask {
     /** SRC-15: Flink's snapshotState of the operator's list state, written to memory. */
     OperatorSubtaskState snapshot(long checkpointId) throws Exception {
         OperatorSnapshotFutures futures = operator.snapshotState(checkpointId, checkpointId,
-                CheckpointOptions.forCheckpointWithDefaultLocation(), new NamedMemoryStreams("sources " + checkpointId));
+                CheckpointOptions.forCheckpointWithDefaultLocation(), new NamedMemoryStreams("sources checkpoint " + checkpointId + " reader " + reader().index));
         RunnableFuture<SnapshotResult<OperatorStateHandle>> managed = futures.getOperatorStateManagedFuture();
         if (!managed.isDone()) {
             managed.run();
@@ -238,6 +245,27 @@ final class SourcesTask {
             state.setManagedOperatorState(handle);
         }
         return state.build();
+    }
+
+    /**
+     * SRC-31: the readers' states of a checkpoint taken at {@code oldParallelism}, one per new reader, as
+     * the scheduler assigns them: StateAssignmentOperation.reDistributePartitionableStates with
+     * RoundRobinOperatorStateRepartitioner (each reader its own at the same parallelism).
+     */
+    static List<OperatorSubtaskState> redistribute(Map<Integer, OperatorSubtaskState> old, int oldParallelism,
+            int newParallelism) {
+        OperatorID id = new OperatorID();
+        OperatorState state = new OperatorState("sources", null, id, oldParallelism, 128);
+        old.forEach(state::putState);
+        Map<OperatorInstanceID, List<OperatorStateHandle>> assigned = new HashMap<>();
+        StateAssignmentOperation.reDistributePartitionableStates(Map.of(id, state), newParallelism,
+                OperatorSubtaskState::getManagedOperatorState, RoundRobinOperatorStateRepartitioner.INSTANCE, assigned);
+        List<OperatorSubtaskState> out = new ArrayList<>();
+        for (int i = 0; i < newParallelism; i++) {
+            List<OperatorStateHandle> handles = assigned.getOrDefault(OperatorInstanceID.of(i, id), List.of());
+            out.add(OperatorSubtaskState.builder().setManagedOperatorState(new StateObjectCollection<>(handles)).build());
+        }
+        return out;
     }
 
     /** The splits a snapshot stores, read back through Flink's operator state backend. */
