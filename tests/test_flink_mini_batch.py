@@ -6,8 +6,9 @@ snapshots, restores its restore); MB-2 asked of Flink's planner.
 
 Schedules give the reference model's traces (compared with the outputs of one bundle in any key
 order, MB-9); the configurations the planner refuses are refused with its messages; C1 of
-spec/mini-batch.md (the local aggregation's HashMap order, MB-25's expected failure) shows as a
-different bundle for one of two keys, with the same final results.
+spec/mini-batch.md: two-phase schedules run as keys of one HashMap bucket, where Flink's order is the
+spec's; with the schedule's own keys the local aggregation's HashMap order shows as a different bundle
+for one of two keys, with the same final results.
 
 Marked `pyflink`; skipped, with the reason, without a JDK or without the apache-flink 2.3.0 jars.
 """
@@ -58,7 +59,7 @@ def in_key_order(events: list[Any]) -> list[dict[str, Any]]:
 
 
 def test_hello_supports_every_feature(engine: list[str]) -> None:
-    """Every mini_batch capability is supported; the expected failures are the file's."""
+    """Every mini_batch capability is supported; the expected failures are the file's (none)."""
     lines, status = converse(engine, [{"type": "close"}])
     assert status == 0
     caps = {k: v for k, v in lines[0]["capabilities"].items() if k.startswith("mini_batch")}
@@ -66,7 +67,7 @@ def test_hello_supports_every_feature(engine: list[str]) -> None:
                 "watermarks")
     assert caps == {k: None for k in ("mini_batch", *(f"mini_batch.{f}" for f in features))}
     listed = json.loads((flink.EXPECTED_FAILURES / "mini_batch.json").read_text(encoding="utf-8"))
-    assert {k: v for k, v in lines[0]["expected_failures"].items() if k.startswith("MB-")} == listed
+    assert {k: v for k, v in lines[0]["expected_failures"].items() if k.startswith("MB-")} == listed == {}
 
 
 SCHEDULES = [
@@ -125,13 +126,26 @@ def test_planner_refuses_a_latency_or_size_not_positive(engine: list[str]) -> No
     assert ignored == expected_trace(off)
 
 
-def test_local_hashmap_order_moves_one_key_to_the_next_bundle(engine: list[str]) -> None:
-    """C1 (MB-25's expected failure): the local finish at step 3 sends keys 2 and 3; the global bundle
-    (size 2, holding key 1) finishes at the first of them, in the local HashMap's order, so exactly one
-    of keys 2 and 3 comes at step 3 and the other at the end; every key's result is the reference's."""
-    schedule = example("enabled=true allow_latency=100 size=2 two_phase=true",
-                       ["row k1 +I 1", "row k1 +I 2", "row k2 +I 3", "row k3 +I 4", "end"])
-    (trace,) = traces(engine, [schedule])
+C1_SCHEDULE = example("enabled=true allow_latency=100 size=2 two_phase=true",
+                      ["row k1 +I 1", "row k1 +I 2", "row k2 +I 3", "row k3 +I 4", "end"])
+
+
+def test_two_phase_runs_keys_of_one_bucket(engine: list[str]) -> None:
+    """C1: two-phase schedules run as stand-in keys of one HashMap bucket, where Flink's local bundle
+    sends its keys in first-arrival order: spec example MB-25.1 gives the reference's trace, step by
+    step (the global bundle finished at step 3 holds key 2, key 3 waits for the end)."""
+    (trace,) = traces(engine, [C1_SCHEDULE])
+    assert in_key_order(trace.events) == in_key_order(expected_trace(C1_SCHEDULE).events)
+
+
+def test_own_keys_show_the_local_hashmap_order(engine: list[str]) -> None:
+    """C1 with the schedule's own keys (the engine's own-keys switch): the local finish at step 3 sends
+    keys 2 and 3; the global bundle (size 2, holding key 1) finishes at the first of them in the local
+    HashMap's order, by bucket of the key's BinaryRowData hash, so exactly one of keys 2 and 3 comes at
+    step 3 and the other at the end; every key's result is the reference's."""
+    own_keys = [engine[0], "-Dflinksemantics.mini_batch.own_keys=true", *engine[1:]]
+    schedule = C1_SCHEDULE
+    (trace,) = traces(own_keys, [schedule])
     outs = [e for e in trace.events if e.event == "out"]
     at_3 = {e.key for e in outs if e.step == 3}
     at_4 = {e.key for e in outs if e.step == 4}

@@ -1,5 +1,6 @@
 package org.flinksemantics.engine;
 
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -15,6 +16,13 @@ import java.util.Map;
  * advance moves {@link MiniBatchTime}; checkpoint, crash, restore and end as MiniBatchJob says.
  */
 public final class MiniBatchEngine implements AreaEngine {
+
+    /**
+     * A system property: when true, two-phase schedules run with their own keys, not the stand-ins of
+     * C1 ({@link MiniBatchJob#useStandIns}): the local aggregation's HashMap order then shows
+     * (tests/test_flink_mini_batch.py).
+     */
+    static final String OWN_KEYS = "flinksemantics.mini_batch.own_keys";
 
     @Override
     public Map<String, String> capabilities() {
@@ -36,6 +44,13 @@ public final class MiniBatchEngine implements AreaEngine {
         Map<String, Object> config = (Map<String, Object>) schedule.getOrDefault("config", Map.of());
         List<Map<String, Object>> steps = (List<Map<String, Object>>) schedule.getOrDefault("steps", List.of());
         MiniBatchJob job = new MiniBatchJob(config);
+        List<Long> keys = new ArrayList<>();
+        for (Map<String, Object> s : steps) {
+            if ("row".equals(s.get("op"))) {
+                keys.add(((Number) s.get("key")).longValue());
+            }
+        }
+        job.useStandIns(keys, Boolean.getBoolean(OWN_KEYS));
         String refused = MiniBatchPlanner.refusal(job);
         if (refused != null) {
             return AreaEngine.rejected(refused);  // MB-2

@@ -98,6 +98,8 @@ final class MiniBatchJob {
     final boolean updateBefore;
     final boolean ttl;
     final boolean twoPhase;
+    final Map<Long, Long> standIns = new HashMap<>();  // two-phase: schedule key -> Flink key (C1)
+    final Map<Long, Long> keysOf = new HashMap<>();  // Flink key -> schedule key
     int step = -1;
     boolean alive;
 
@@ -115,6 +117,27 @@ final class MiniBatchJob {
         updateBefore = Boolean.TRUE.equals(config.get("update_before"));
         ttl = Boolean.TRUE.equals(config.get("ttl"));
         twoPhase = enabled && Boolean.TRUE.equals(config.get("two_phase"));  // MB-3
+    }
+
+    /**
+     * C1: in two-phase aggregation the schedule's keys (in their order of value) run as
+     * {@link MiniBatchKeys#STAND_INS}, whose BinaryRowData hashes share one HashMap bucket, where the
+     * local bundle's HashMap iterates in insertion order, which is first arrival; the trace names the
+     * schedule's keys. Without {@code ownKeys} only: with it, every key runs as itself.
+     */
+    void useStandIns(List<Long> keys, boolean ownKeys) {
+        List<Long> distinct = keys.stream().distinct().sorted().toList();
+        if (!twoPhase || ownKeys) {
+            return;
+        }
+        if (distinct.size() > MiniBatchKeys.STAND_INS.length) {
+            throw new IllegalArgumentException("a two-phase schedule of " + distinct.size() + " keys: the engine keeps "
+                    + "the first-arrival order of " + MiniBatchKeys.STAND_INS.length + " at most (C1, MiniBatchKeys)");
+        }
+        for (int i = 0; i < distinct.size(); i++) {
+            standIns.put(distinct.get(i), MiniBatchKeys.STAND_INS[i]);
+            keysOf.put(MiniBatchKeys.STAND_INS[i], distinct.get(i));
+        }
     }
 
     // ---- an incarnation ------------------------------------------------------
@@ -192,7 +215,7 @@ final class MiniBatchJob {
     // ---- steps -------------------------------------------------------------------
 
     void row(long key, String kind, long value) {
-        GenericRowData row = GenericRowData.ofKind(kindOf(kind), key, value);
+        GenericRowData row = GenericRowData.ofKind(kindOf(kind), standIns.getOrDefault(key, key), value);
         head.collect(new StreamRecord<>(row));
     }
 
@@ -323,7 +346,7 @@ final class MiniBatchJob {
         @Override
         public void processElement(StreamRecord<RowData> r) {
             RowData row = r.getValue();
-            events.add(AreaEngine.event(step, "out", "key", row.getLong(0), "change", row.getRowKind().shortString(),
+            events.add(AreaEngine.event(step, "out", "key", keysOf.getOrDefault(row.getLong(0), row.getLong(0)), "change", row.getRowKind().shortString(),
                     "count", row.getLong(1), "sum", row.getLong(2), "min", row.isNullAt(3) ? null : row.getLong(3),
                     "max", row.isNullAt(4) ? null : row.getLong(4)));
         }
