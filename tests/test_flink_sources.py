@@ -3,9 +3,11 @@ OperatorCoordinatorHolder around the SourceCoordinator that SourceCoordinatorPro
 decides registration (SRC-4, SRC-5), requests and NoMoreSplits (SRC-6, SRC-9, SRC-25), the
 assignment tracker (SRC-7, SRC-11, SRC-17, SRC-18, SRC-21, SRC-22), the gateways' valve (SRC-13),
 checkpoint failure (SRC-19) and global failover (SRC-27, SRC-28); each reader attempt is Flink's
-SourceOperator (SRC-2, SRC-8, SRC-9, SRC-15, SRC-32) in a SourceOperatorStreamTask; the enumerator and
-the reader (C1, C2) and the sinks are the project's.  Expected traces come from the spec's examples and
-from the reference model (`expected_trace`), never from the engine.
+SourceOperator (SRC-2, SRC-8, SRC-9, SRC-15, SRC-32) in a SourceOperatorStreamTask; rescales go through
+StateAssignmentOperation (SRC-31) and job graphs through RestartPipelinedRegionFailoverStrategy
+(SRC-35..SRC-37); the enumerator and the reader (C1, C2) and the sinks are the project's.  Expected
+traces come from the spec's examples and from the reference model (`expected_trace`), never from the
+engine.
 
 Marked `pyflink`; skipped, with the reason, without a JDK or without the apache-flink 2.3.0 jars.
 """
@@ -28,7 +30,6 @@ from tests.flink_engine import converse
 pytestmark = pytest.mark.pyflink
 
 AREA = get_area("sources")
-UNSUPPORTED = {"sources.region_failover"}
 
 
 def example(config: str, steps: list[str]) -> Schedule:
@@ -46,22 +47,21 @@ def traces(engine: list[str], schedules: list[Schedule]) -> list[Any]:
 
 
 def test_hello(engine: list[str]) -> None:
-    """The sources engine's capabilities: region failover unsupported, naming Flink's class."""
+    """The sources engine supports every capability of the area."""
     lines, status = converse(engine, [{"type": "close"}])
     caps = lines[0]["capabilities"]
     assert status == 0
     assert caps["sources"] is None and caps["sources.checkpoint"] is None
     assert caps["sources.unbounded"] is None
     assert caps["sources.reader_failover"] is None and caps["sources.global_failover"] is None
-    assert caps["sources.rescale"] is None
-    assert "RestartPipelinedRegionFailoverStrategy" in caps["sources.region_failover"]
+    assert caps["sources.rescale"] is None and caps["sources.region_failover"] is None
 
 
 def test_examples(engine: list[str]) -> None:
-    """Every example of spec/sources.md that the engine supports gives the spec's trace."""
-    examples = [e for e in load_examples() if e.area == "sources" and e.refusal is None
-                and not required_capabilities(e.schedule) & UNSUPPORTED]
-    assert len(examples) > 30
+    """Every example of spec/sources.md gives the spec's trace."""
+    examples = [e for e in load_examples() if e.area == "sources" and e.refusal is None]
+    assert len(examples) > 35 and any("sources.region_failover" in required_capabilities(e.schedule)
+                                      for e in examples)
     got = traces(engine, [e.schedule for e in examples])
     assert {e.id: t for e, t in zip(examples, got, strict=True)} == {e.id: e.trace for e in examples}
 
@@ -144,10 +144,21 @@ def test_rescale_restores_every_split_in_flinks_order(engine: list[str]) -> None
     assert "RoundRobinOperatorStateRepartitioner" in reasons["SRC-31"]
 
 
-def test_unsupported_graph(engine: list[str]) -> None:
-    """A job graph (region failover) is refused with an error naming Flink's class, not a trace."""
-    graph = example("readers=1 splits=[1] tasks=1 pipelined=[0>1]", ["register r0", "end"])
-    lines, status = converse(engine, [{"type": "run", "id": 2, "schedules": [graph.to_dict()]},
-                                      {"type": "close"}])
-    assert status == 0
-    assert lines[1]["type"] == "error" and "RestartPipelinedRegionFailoverStrategy" in lines[1]["message"]
+GRAPHS = [
+    # SRC-35: a cycle of blocking edges between regions merges them; SRC-36: a lost blocking input
+    # restarts its producer's region; SRC-37: the readers among the restarted tasks are reset in order.
+    example("readers=2 splits=[1, 1] tasks=2 pipelined=[0>3] blocking=[0>2, 2>3]",
+            ["register r0", "register r1", "request r0", "request r1", "fail 2", "fail 1", "register r0",
+             "register r1", "end"]),
+    example("readers=1 splits=[2] tasks=2 blocking=[0>1, 1>2]",
+            ["register r0", "request r0", "poll r0 1", "checkpoint 1", "barrier 1", "complete 1", "fail 2",
+             "fail 2 lost=[1]", "fail 1 lost=[0]", "register r0", "end"]),
+]
+
+
+def test_region_failover_is_flinks(engine: list[str]) -> None:
+    """Job graphs: the restarted tasks are RestartPipelinedRegionFailoverStrategy's, on the regions
+    SchedulingPipelinedRegionComputeUtil computes; the traces are the reference model's."""
+    expected = [expected_trace(s) for s in GRAPHS]
+    assert sum(e.event == "reset" for t in expected for e in t.events) >= 4
+    assert traces(engine, GRAPHS) == expected

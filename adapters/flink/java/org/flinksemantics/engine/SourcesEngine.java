@@ -16,14 +16,13 @@ import java.util.Map;
  * restore then registration (SRC-2), events to the reader (SRC-8, SRC-9), its snapshot in operator
  * list state restored through the task's TaskStateManager (SRC-15, SRC-16), the end of input
  * (SRC-32); a rescale assigns the readers' states by StateAssignmentOperation with
- * RoundRobinOperatorStateRepartitioner (SRC-31). The enumerator and the reader are the project's
- * connector code (SourcesSource, SourcesReader: the spec's C1 and C2); the two-phase-commit sinks are
- * the project's (SourcesHarness).
+ * RoundRobinOperatorStateRepartitioner (SRC-31); a job graph's failovers are decided by
+ * RestartPipelinedRegionFailoverStrategy on the regions SchedulingPipelinedRegionComputeUtil computes
+ * (SourcesRegions, SRC-35..SRC-37). The enumerator and the reader are the project's connector code
+ * (SourcesSource, SourcesReader: the spec's C1 and C2); the two-phase-commit sinks are the project's
+ * (SourcesHarness).
  */
 public final class SourcesEngine implements AreaEngine {
-
-    static final String REGION = "region failover needs RestartPipelinedRegionFailoverStrategy on a "
-            + "hand-built SchedulingTopology, which this engine does not build yet (SRC-35..SRC-37)";
 
     @Override
     public Map<String, String> capabilities() {
@@ -34,7 +33,7 @@ public final class SourcesEngine implements AreaEngine {
         c.put("sources.global_failover", null);
         c.put("sources.rescale", null);
         c.put("sources.unbounded", null);
-        c.put("sources.region_failover", REGION);
+        c.put("sources.region_failover", null);
         return c;
     }
 
@@ -51,13 +50,14 @@ public final class SourcesEngine implements AreaEngine {
                 return AreaEngine.rejected("SRC-40: a split's record count must be >= 0: " + sizes);
             }
         }
-        if (((Number) config.getOrDefault("tasks", 0)).intValue() > 0
-                || !((List<Object>) config.getOrDefault("pipelined", List.of())).isEmpty()
-                || !((List<Object>) config.getOrDefault("blocking", List.of())).isEmpty()) {
-            throw new UnsupportedOperationException(REGION);
-        }
-        SourcesHarness run = new SourcesHarness(((Number) config.getOrDefault("readers", 1)).intValue(), sizes,
-                (Boolean) config.getOrDefault("bounded", true));
+        int readers = ((Number) config.getOrDefault("readers", 1)).intValue();
+        int tasks = ((Number) config.getOrDefault("tasks", 0)).intValue();
+        List<int[]> pipelined = edges(config.get("pipelined"));
+        List<int[]> blocking = edges(config.get("blocking"));
+        SourcesRegions regions = tasks == 0 && pipelined.isEmpty() && blocking.isEmpty() ? null
+                : new SourcesRegions(readers + tasks, pipelined, blocking);
+        boolean bounded = (Boolean) config.getOrDefault("bounded", true);
+        SourcesHarness run = new SourcesHarness(readers, sizes, bounded, regions);
         List<Map<String, Object>> steps = (List<Map<String, Object>>) schedule.getOrDefault("steps", List.of());
         try (run) {
             run.start();
@@ -66,5 +66,16 @@ public final class SourcesEngine implements AreaEngine {
             }
         }
         return run.events;
+    }
+
+    private static List<int[]> edges(Object list) {
+        List<int[]> out = new ArrayList<>();
+        if (list != null) {
+            for (Object e : (List<?>) list) {
+                List<?> pair = (List<?>) e;
+                out.add(new int[] {((Number) pair.get(0)).intValue(), ((Number) pair.get(1)).intValue()});
+            }
+        }
+        return out;
     }
 }

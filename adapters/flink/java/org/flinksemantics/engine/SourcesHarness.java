@@ -58,7 +58,10 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
     private List<Integer> back;
     private Throwable taskFailure;
 
-    SourcesHarness(int parallelism, List<Integer> sizes, boolean bounded) {
+    private final SourcesRegions regions;  // null: no job graph (every reader a region of its own)
+
+    SourcesHarness(int parallelism, List<Integer> sizes, boolean bounded, SourcesRegions regions) {
+        this.regions = regions;
         this.sizes = new ArrayList<>(sizes);
         this.initialSplits = sizes.size();
         this.bounded = bounded;
@@ -105,7 +108,7 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
             case "barrier" -> barrier(num(s, "id"));
             case "complete" -> complete(num(s, "id"), !Boolean.FALSE.equals(s.get("notify")));
             case "abort" -> abort(num(s, "id"));
-            case "fail" -> fail(num(s, "task"));
+            case "fail" -> fail(num(s, "task"), ints(s.get("lost")));
             case "fail_enumerator" -> coordinator.failEnumerator();
             case "rescale" -> globalFailover("rescale", num(s, "readers"));  // SRC-31
             case "end" -> end();
@@ -121,6 +124,16 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
 
     static int num(Map<String, Object> s, String key) {
         return ((Number) s.get(key)).intValue();
+    }
+
+    static List<Integer> ints(Object list) {
+        List<Integer> out = new ArrayList<>();
+        if (list != null) {
+            for (Object n : (List<?>) list) {
+                out.add(((Number) n).intValue());
+            }
+        }
+        return out;
     }
 
     private void emit(String kind, Object... fields) {
@@ -344,28 +357,46 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
 
     // ---- failover ----
 
-    /** SRC-20..SRC-24 (C4): the attempt fails, the pending checkpoints abort, the subtask is reset to the
-     * last completed checkpoint: Flink's SourceCoordinator.subtaskReset gives back what its tracker holds. */
-    private void fail(int r) throws Exception {
-        emit("reset", "tasks", List.of(r));
+    /**
+     * SRC-20..SRC-24 (C4), SRC-35..SRC-37: the task fails; Flink's RestartPipelinedRegionFailoverStrategy
+     * names the tasks to restart (SourcesRegions; without a job graph, the reader alone); the pending
+     * checkpoints abort; each restarted reader's attempt ends and its subtask is reset to the last
+     * completed checkpoint, in reader order: Flink's SourceCoordinator.subtaskReset gives back what its
+     * tracker holds.
+     */
+    private void fail(int task, List<Integer> lost) throws Exception {
+        List<Integer> restart = regions == null ? List.of(task) : regions.restart(task, lost);
+        List<Integer> restarted = new ArrayList<>();
+        for (int t : restart) {
+            if (t < parallelism) {
+                restarted.add(t);
+            }
+        }
+        emit("reset", "tasks", restart);
         List<Long> aborted = abortPending();
-        Reader old = readers.get(r);
-        old.task = null;
-        coordinator.attemptFailed(r);
+        for (int r : restarted) {
+            if (readers.get(r).task != null) {
+                readers.get(r).task = null;
+                coordinator.attemptFailed(r);
+            }
+        }
         for (long id : aborted) {
             abortInFlink(id);
         }
-        List<int[]> records = takeStaged(old, lastCompleted);  // SRC-29
-        if (!records.isEmpty()) {
-            emit("committed", "checkpoint", lastCompleted, "records", sorted(records));
+        List<Reader> next = restarted(parallelism);
+        for (int r : restarted) {
+            List<int[]> records = takeStaged(readers.get(r), lastCompleted);  // SRC-29
+            if (!records.isEmpty()) {
+                emit("committed", "checkpoint", lastCompleted, "records", sorted(records));
+            }
+            readers.set(r, next.get(r));
+            back = null;
+            coordinator.subtaskReset(r, lastCompleted == null ? -1 : lastCompleted);
+            if (back == null) {
+                throw new IllegalStateException("sources engine: Flink's subtaskReset did not call addSplitsBack");
+            }
+            emit("splits_back", "reader", r, "splits", back);
         }
-        readers.set(r, restarted(parallelism).get(r));
-        back = null;
-        coordinator.subtaskReset(r, lastCompleted == null ? -1 : lastCompleted);
-        if (back == null) {
-            throw new IllegalStateException("sources engine: Flink's subtaskReset did not call addSplitsBack");
-        }
-        emit("splits_back", "reader", r, "splits", back);
     }
 
     /** SRC-27, SRC-28, SRC-29, SRC-31: everything restarts from the last completed checkpoint, at
