@@ -5,7 +5,8 @@ assignment tracker (SRC-7, SRC-11, SRC-17, SRC-18, SRC-21, SRC-22), the gateways
 checkpoint failure (SRC-19) and global failover (SRC-27, SRC-28); each reader attempt is Flink's
 SourceOperator (SRC-2, SRC-8, SRC-9, SRC-15, SRC-32) in a SourceOperatorStreamTask; rescales go through
 StateAssignmentOperation (SRC-31) and job graphs through RestartPipelinedRegionFailoverStrategy
-(SRC-35..SRC-37); the enumerator and the reader (C1, C2) and the sinks are the project's.  Expected
+(SRC-35..SRC-37); the sinks are Flink's TwoPhaseCommitSinkFunction (SRC-17, SRC-20, SRC-29, SRC-38);
+the enumerator, the reader (C1, C2) and the sinks' external system are the project's.  Expected
 traces come from the spec's examples and from the reference model (`expected_trace`), never from the
 engine.
 

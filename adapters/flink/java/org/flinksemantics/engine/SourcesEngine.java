@@ -18,9 +18,11 @@ import java.util.Map;
  * (SRC-32); a rescale assigns the readers' states by StateAssignmentOperation with
  * RoundRobinOperatorStateRepartitioner (SRC-31); a job graph's failovers are decided by
  * RestartPipelinedRegionFailoverStrategy on the regions SchedulingPipelinedRegionComputeUtil computes
- * (SourcesRegions, SRC-35..SRC-37). The enumerator and the reader are the project's connector code
- * (SourcesSource, SourcesReader: the spec's C1 and C2); the two-phase-commit sinks are the project's
- * (SourcesHarness).
+ * (SourcesRegions, SRC-35..SRC-37). The sink chained to each reader is Flink's
+ * TwoPhaseCommitSinkFunction in a StreamSink (SRC-17's, SRC-20's and SRC-29's commits and discards,
+ * SRC-38, SRC-44's final checkpoint). The enumerator, the reader and the sink's external system are the
+ * project's connector code (SourcesSource, SourcesReader, SourcesSink: the spec's C1 and C2); the
+ * schedule's checkpoint and failover calls are the harness's (SourcesHarness).
  */
 public final class SourcesEngine implements AreaEngine {
 

@@ -7,35 +7,36 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.runtime.jobgraph.OperatorID;
 import org.apache.flink.runtime.operators.coordination.AcknowledgeCheckpointEvent;
 import org.apache.flink.runtime.operators.coordination.OperatorEvent;
 import org.apache.flink.streaming.runtime.io.DataInputStatus;
 import org.apache.flink.util.SerializedValue;
 
 /**
- * One schedule of the sources area: the JobManager's calls on Flink's coordinator (SourcesCoordinator),
- * each reader attempt a task around Flink's SourceOperator (SourcesTask), and the two-phase-commit sink
- * chained to each reader, which is the project's (SRC-17, SRC-29, SRC-38, SRC-44). This class turns
- * steps into those calls and keeps the trace; the decisions are Flink's classes' (which splits a reader
- * gets and when, which events wait, what goes back at a failover, what a reader restores and stores),
- * the enumerator's and reader's policies the project's connector (SourcesSource, SourcesReader).
+ * One schedule of the sources area: the JobManager's calls on Flink's coordinator (SourcesCoordinator)
+ * and each reader attempt a task around Flink's SourceOperator with a sink on Flink's
+ * TwoPhaseCommitSinkFunction chained to it (SourcesTask). This class turns steps into those calls and
+ * keeps the trace; the decisions are Flink's classes' (which splits a reader gets and when, which
+ * events wait, what goes back at a failover, what a reader restores and stores, which transactions
+ * commit when), the enumerator's, reader's and sink's policies the project's connector (SourcesSource,
+ * SourcesReader, SourcesSink).
  */
 final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
 
-    /** One reader subtask: its running attempt (null when none), its sink, what it restores next. */
+    /** One reader subtask: its deployed attempt (opened at its registration), what it restores. */
     static final class Reader {
         SourcesTask task;
+        boolean open;
         boolean ended;
-        List<int[]> pending = new ArrayList<>();  // records since the last barrier
-        TreeMap<Long, List<int[]>> staged = new TreeMap<>();
-        OperatorSubtaskState restored;  // the state of its next attempt (null: none)
+        Map<OperatorID, OperatorSubtaskState> restored;  // the state of its attempt (null: none)
         long restoredFrom = -1;
     }
 
     /** A checkpoint as the schedule drives it: its coordinator bytes, the readers' states, its state. */
     static final class Checkpoint {
         int discovered;
-        Map<Integer, OperatorSubtaskState> readers = new HashMap<>();
+        Map<Integer, Map<OperatorID, OperatorSubtaskState>> readers = new HashMap<>();
         int parallelism;
         String state = "taken";
         byte[] bytes;  // SourceCoordinator.checkpointCoordinator's result
@@ -57,6 +58,7 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
     private int step;
     private List<Integer> back;
     private Throwable taskFailure;
+    private final SourcesSink.External external = new SourcesSink.External();
 
     private final SourcesRegions regions;  // null: no job graph (every reader a region of its own)
 
@@ -72,9 +74,19 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         discovered = sizes.size();
     }
 
-    /** Starts Flink's coordinator before the first step (-1: no restored checkpoint). */
+    /** Starts Flink's coordinator (-1: no restored checkpoint) and deploys every reader's task. */
     void start() throws Exception {
         coordinator = newCoordinator(initialQueue(), -1, null);
+        for (int r = 0; r < parallelism; r++) {
+            deploy(r, coordinator.attempt(r));
+        }
+    }
+
+    /** Reader r's attempt is deployed: its operators restore their states (the sink commits, SRC-29). */
+    private void deploy(int r, int attempt) throws Exception {
+        Reader reader = readers.get(r);
+        reader.task = new SourcesTask(r, parallelism, attempt, coordinator.source, reader.restored,
+                reader.restoredFrom, external, record -> onRecord(r, record), t -> taskFailure = t);
     }
 
     private SourcesCoordinator newCoordinator(List<Integer> queue, long restoredId, byte[] bytes) throws Exception {
@@ -156,13 +168,12 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
 
     // ---- the readers' tasks ----
 
-    /** SRC-2: a new attempt runs; SourceOperator.open restores its splits and registers it. */
+    /** SRC-2: the attempt runs; SourceOperator.open gives the reader its restored splits and registers it. */
     private void register(int r) throws Exception {
         Reader reader = readers.get(r);
-        reader.task = new SourcesTask(r, parallelism, coordinator.attempt(r), coordinator.source, reader.restored,
-                reader.restoredFrom, record -> onRecord(r, record), t -> taskFailure = t);
         coordinator.attemptRunning(r);
         reader.task.open();
+        reader.open = true;
         emit("registered", "reader", r, "splits", pairs(reader.task.reader().splits));
         forward(r);
     }
@@ -198,7 +209,6 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
 
     private void onRecord(int r, int[] record) {
         emit("record", "reader", r, "split", record[0], "offset", record[1]);
-        readers.get(r).pending.add(record);
     }
 
     /** An event Flink's gateway lets through reaches the reader's task (SRC-8, SRC-9); a reader that got
@@ -267,12 +277,9 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         awaitingBarrier = null;
         cp.state = "barrier";
         for (int r = 0; r < readers.size(); r++) {
-            Reader reader = readers.get(r);
-            OperatorSubtaskState state = reader.task.snapshot(id);
+            Map<OperatorID, OperatorSubtaskState> state = readers.get(r).task.snapshot(id);
             cp.readers.put(r, state);
-            emit("reader_checkpoint", "id", id, "reader", r, "splits", SourcesTask.stored(state));
-            reader.staged.put(id, reader.pending);
-            reader.pending = new ArrayList<>();
+            emit("reader_checkpoint", "id", id, "reader", r, "splits", SourcesTask.stored(state.get(SourcesTask.SOURCE)));
         }
         for (int r = 0; r < readers.size(); r++) {
             coordinator.fromOperator(r, new AcknowledgeCheckpointEvent(id));
@@ -287,25 +294,13 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         }
         if (notify) {
             coordinator.completed(id);  // SRC-17: Flink's tracker drops what N covers
-            List<int[]> records = new ArrayList<>();
             for (Reader reader : readers) {
-                records.addAll(takeStaged(reader, id));
+                if (reader.open) {
+                    reader.task.notifyComplete(id);  // the sinks commit their transactions up to N
+                }
             }
-            emit("committed", "checkpoint", id, "records", sorted(records));
+            emit("committed", "checkpoint", id, "records", sorted(external.takeCommitted()));
         }
-    }
-
-    private static List<int[]> takeStaged(Reader reader, Long n) {
-        List<int[]> out = new ArrayList<>();
-        if (n == null) {
-            return out;
-        }
-        Map<Long, List<int[]>> upTo = new TreeMap<>(reader.staged.headMap(n, true));
-        for (Map.Entry<Long, List<int[]>> e : upTo.entrySet()) {
-            out.addAll(e.getValue());
-            reader.staged.remove(e.getKey());
-        }
-        return out;
     }
 
     /** SRC-18: before its barrier, an abort is a failed trigger (the gateways reopen); Flink's tracker is not told. */
@@ -341,7 +336,7 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
      * checkpoint as Flink's scheduler assigns it (SourcesTask.redistribute, SRC-31). */
     private List<Reader> restarted(int newParallelism) {
         Checkpoint cp = lastCompleted == null ? null : checkpoints.get(lastCompleted);
-        List<OperatorSubtaskState> states = cp == null ? null
+        List<Map<OperatorID, OperatorSubtaskState>> states = cp == null ? null
                 : SourcesTask.redistribute(cp.readers, cp.parallelism, newParallelism);
         List<Reader> out = new ArrayList<>();
         for (int r = 0; r < newParallelism; r++) {
@@ -375,21 +370,22 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         emit("reset", "tasks", restart);
         List<Long> aborted = abortPending();
         for (int r : restarted) {
-            if (readers.get(r).task != null) {
-                readers.get(r).task = null;
+            if (readers.get(r).open) {
                 coordinator.attemptFailed(r);
             }
+            readers.get(r).task = null;
         }
         for (long id : aborted) {
             abortInFlink(id);
         }
         List<Reader> next = restarted(parallelism);
         for (int r : restarted) {
-            List<int[]> records = takeStaged(readers.get(r), lastCompleted);  // SRC-29
+            readers.set(r, next.get(r));
+            deploy(r, coordinator.attempt(r) + 1);  // the attempt subtaskReset starts
+            List<int[]> records = external.takeCommitted();  // SRC-29: the restored sink's commits
             if (!records.isEmpty()) {
                 emit("committed", "checkpoint", lastCompleted, "records", sorted(records));
             }
-            readers.set(r, next.get(r));
             back = null;
             coordinator.subtaskReset(r, lastCompleted == null ? -1 : lastCompleted);
             if (back == null) {
@@ -406,13 +402,6 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         Long n = lastCompleted;
         emit("global_failover", "checkpoint", n, "cause", cause);
         abortPending();
-        List<int[]> records = new ArrayList<>();
-        for (Reader reader : readers) {
-            records.addAll(takeStaged(reader, n));
-        }
-        if (!records.isEmpty()) {
-            emit("committed", "checkpoint", n, "records", sorted(records));
-        }
         readers.clear();
         readers.addAll(restarted(newParallelism));
         parallelism = newParallelism;
@@ -421,12 +410,19 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
         coordinator = newCoordinator(initialQueue(), n == null ? -1 : n, cp == null ? null : cp.bytes);
         discovered = cp != null ? cp.discovered : initialSplits;
         awaitingBarrier = null;
+        for (int r = 0; r < parallelism; r++) {
+            deploy(r, coordinator.attempt(r));
+        }
+        List<int[]> records = external.takeCommitted();  // SRC-29: the restored sinks' commits
+        if (!records.isEmpty()) {
+            emit("committed", "checkpoint", n, "records", sorted(records));
+        }
     }
 
     /** SRC-44, SRC-38 (C5): run to completion in rounds; the final checkpoint commits everything. */
     private void end() throws Exception {
         for (int r = 0; r < readers.size(); r++) {
-            if (readers.get(r).task == null) {
+            if (!readers.get(r).open) {
                 register(r);
             }
         }
@@ -452,14 +448,11 @@ final class SourcesHarness implements AutoCloseable, SourcesReader.Events {
                 }
             }
         }
-        List<int[]> records = new ArrayList<>();
+        long last = checkpoints.keySet().stream().mapToLong(Long::longValue).max().orElse(0L);
         for (Reader reader : readers) {
-            for (List<int[]> staged : reader.staged.values()) {
-                records.addAll(staged);
-            }
-            records.addAll(reader.pending);
+            reader.task.finishWithFinalCheckpoint(last + 1);  // FLIP-147: the sinks commit everything
         }
-        emit("committed", "checkpoint", null, "records", sorted(records));
+        emit("committed", "checkpoint", null, "records", sorted(external.takeCommitted()));
         emit("finished");
     }
 }

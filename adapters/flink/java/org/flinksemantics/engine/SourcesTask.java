@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Delayed;
 import java.util.concurrent.RunnableFuture;
@@ -21,6 +22,7 @@ import org.apache.flink.core.fs.CloseableRegistry;
 import org.apache.flink.core.io.SimpleVersionedSerialization;
 import org.apache.flink.runtime.checkpoint.CheckpointOptions;
 import org.apache.flink.runtime.checkpoint.OperatorState;
+import org.apache.flink.runtime.checkpoint.PrioritizedOperatorSubtaskState;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.runtime.checkpoint.RoundRobinOperatorStateRepartitioner;
 import org.apache.flink.runtime.checkpoint.StateAssignmentOperation;
@@ -35,12 +37,16 @@ import org.apache.flink.runtime.state.DefaultOperatorStateBackend;
 import org.apache.flink.runtime.state.DefaultOperatorStateBackendBuilder;
 import org.apache.flink.runtime.state.OperatorStateHandle;
 import org.apache.flink.runtime.state.SnapshotResult;
+import org.apache.flink.runtime.state.TaskStateManager;
 import org.apache.flink.streaming.api.graph.StreamConfig;
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.OperatorSnapshotFutures;
 import org.apache.flink.streaming.api.operators.Output;
 import org.apache.flink.streaming.api.operators.SourceOperator;
+import org.apache.flink.streaming.api.operators.SimpleOperatorFactory;
 import org.apache.flink.streaming.api.operators.SourceOperatorFactory;
 import org.apache.flink.streaming.api.operators.StreamOperatorParameters;
+import org.apache.flink.streaming.api.operators.StreamSink;
 import org.apache.flink.streaming.runtime.io.DataInputStatus;
 import org.apache.flink.streaming.runtime.io.PushingAsyncDataInput;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
@@ -66,22 +72,27 @@ final class SourcesTask {
 
     static final int POLL_GUARD = 1_000_000;  // hang guard of one poll
 
+    static final OperatorID SOURCE = new OperatorID(0L, 1L);
+    static final OperatorID SINK = new OperatorID(0L, 2L);
+
     final List<OperatorEvent> outbox = new ArrayList<>();
     final SourceOperator<int[], SourcesSplit> operator;
-    private final OperatorID id = new OperatorID();
+    final StreamSink<int[]> sink;
     private final OperatorEventDispatcherImpl dispatcher;
     private final PushingAsyncDataInput.DataOutput<int[]> output;
 
-    /** Reader {@code r}'s attempt, restoring {@code restored} (taken at {@code checkpoint}) unless null. */
+    /**
+     * Reader {@code r}'s attempt deployed: its operators created and their states initialized from
+     * {@code restored} (per operator, taken at {@code checkpoint}; null: none). The sink's restore
+     * commits what the restore point confirms (SRC-29). {@link #open} opens it.
+     */
     @SuppressWarnings("unchecked")
-    SourcesTask(int r, int parallelism, int attempt, SourcesSource source, OperatorSubtaskState restored,
-            long checkpoint, Consumer<int[]> onRecord, Consumer<Throwable> onFail) throws Exception {
+    SourcesTask(int r, int parallelism, int attempt, SourcesSource source, Map<OperatorID, OperatorSubtaskState> restored,
+            long checkpoint, SourcesSink.External external, Consumer<int[]> onRecord, Consumer<Throwable> onFail)
+            throws Exception {
         Environment env = environment(r, parallelism, attempt, restored, checkpoint, onFail);
         SourceOperatorStreamTask<int[]> task = new SourceOperatorStreamTask<>(env);
-        StreamConfig config = new StreamConfig(new org.apache.flink.configuration.Configuration());
-        config.setOperatorID(id);
-        config.setOperatorName("sources");
-        config.serializeAllConfigs();
+        StreamConfig config = config(SOURCE, "source");
         TaskOperatorEventGateway toCoordinator = new TaskOperatorEventGateway() {
             @Override
             public void sendOperatorEventToCoordinator(OperatorID operator, SerializedValue<OperatorEvent> event) {
@@ -119,26 +130,75 @@ final class SourcesTask {
                 new AsyncIoTask.Restore(onFail, null, 0L));
         operator = factory.createStreamOperator(new StreamOperatorParameters<>(task, config, out, () -> time,
                 dispatcher, null));
+        Output<StreamRecord<Object>> none = (Output<StreamRecord<Object>>) AsyncIoTask.proxy(Output.class,
+                new AsyncIoTask.Restore(onFail, null, 0L));
+        sink = SimpleOperatorFactory.of(new StreamSink<>(new SourcesSink(external, r))).createStreamOperator(
+                new StreamOperatorParameters<>(task, config(SINK, "sink"), none, () -> time, dispatcher, null));
+        // The chain is initialized from its tail (OperatorChain.initializeStateAndOpenOperators).
+        sink.initializeState(task.createStreamTaskStateInitializer(new SubTaskInitializationMetricsBuilder(0L)));
         operator.initializeState(task.createStreamTaskStateInitializer(new SubTaskInitializationMetricsBuilder(0L)));
-        output = dataOutput(onRecord);
+        output = dataOutput(record -> {
+            onRecord.accept(record);
+            try {
+                sink.processElement(new StreamRecord<>(record));
+            } catch (Exception e) {
+                throw new IllegalStateException("the sink refused a record", e);
+            }
+        });
     }
 
-    /** AsyncIoTask's proxy Environment, with this attempt's TaskInfo (SourceOperator registers its index). */
-    private static Environment environment(int r, int parallelism, int attempt, OperatorSubtaskState restored,
-            long checkpoint, Consumer<Throwable> onFail) {
-        Object inner = AsyncIoTask.proxy(Environment.class, new AsyncIoTask.Restore(onFail, restored, checkpoint));
+    private static StreamConfig config(OperatorID id, String name) {
+        StreamConfig config = new StreamConfig(new org.apache.flink.configuration.Configuration());
+        config.setOperatorID(id);
+        config.setOperatorName(name);
+        config.serializeAllConfigs();
+        return config;
+    }
+
+    /**
+     * AsyncIoTask's proxy Environment, with this attempt's TaskInfo (SourceOperator registers its index)
+     * and a TaskStateManager that gives each operator its own restored state, as the JobManager's
+     * TaskStateSnapshot does.
+     */
+    private static Environment environment(int r, int parallelism, int attempt,
+            Map<OperatorID, OperatorSubtaskState> restored, long checkpoint, Consumer<Throwable> onFail) {
+        Object inner = AsyncIoTask.proxy(Environment.class, new AsyncIoTask.Restore(onFail, null, 0L));
         TaskInfoImpl info = new TaskInfoImpl("sources", 128, r, parallelism, attempt);
-        return (Environment) Proxy.newProxyInstance(SourcesTask.class.getClassLoader(),
-                new Class<?>[] {Environment.class}, (p, m, a) -> {
-                    if ("getTaskInfo".equals(m.getName())) {
-                        return info;
-                    }
-                    try {
-                        return m.invoke(inner, a);
-                    } catch (InvocationTargetException e) {
-                        throw e.getCause();
-                    }
-                });
+        Object states = delegating(TaskStateManager.class, ((Environment) inner).getTaskStateManager(), (m, a) -> {
+            if ("prioritizedOperatorState".equals(m.getName())) {
+                OperatorSubtaskState state = restored == null ? null : restored.get((OperatorID) a[0]);
+                return restored == null ? PrioritizedOperatorSubtaskState.empty(0L)
+                        : new PrioritizedOperatorSubtaskState.Builder(state == null ? OperatorSubtaskState.builder()
+                                .build() : state, List.of(), checkpoint).build();
+            }
+            if ("getRestoreCheckpointId".equals(m.getName())) {
+                return restored == null ? Optional.empty() : Optional.of(checkpoint);
+            }
+            return NOT_MINE;
+        });
+        return (Environment) delegating(Environment.class, inner, (m, a) -> switch (m.getName()) {
+            case "getTaskInfo" -> info;
+            case "getTaskStateManager" -> states;
+            default -> NOT_MINE;
+        });
+    }
+
+    private static final Object NOT_MINE = new Object();
+
+    /** A proxy of {@code type} answering what {@code mine} answers, the rest by {@code inner}. */
+    private static Object delegating(Class<?> type, Object inner,
+            java.util.function.BiFunction<Method, Object[], Object> mine) {
+        return Proxy.newProxyInstance(SourcesTask.class.getClassLoader(), new Class<?>[] {type}, (p, m, a) -> {
+            Object answer = mine.apply(m, a);
+            if (answer != NOT_MINE) {
+                return answer;
+            }
+            try {
+                return m.invoke(inner, a);
+            } catch (InvocationTargetException e) {
+                throw e.getCause();
+            }
+        });
     }
 
     @SuppressWarnings("unchecked")
@@ -201,9 +261,25 @@ final class SourcesTask {
         return (SourcesReader) operator.getSourceReader();
     }
 
-    /** SRC-2: SourceOperator.open: the restored splits to the reader, then its registration (to the outbox). */
+    /** SRC-2: the chain opens from its tail; SourceOperator.open gives the reader its restored splits,
+     * then registers it (to the outbox). */
     void open() throws Exception {
+        sink.open();
         operator.open();
+    }
+
+    /** A notified completion reaches the task's operators (the sink commits, SRC-17). */
+    void notifyComplete(long checkpointId) throws Exception {
+        operator.notifyCheckpointComplete(checkpointId);
+        sink.notifyCheckpointComplete(checkpointId);
+    }
+
+    /** SRC-44 (FLIP-147): the end of input finishes the chain; its final checkpoint then completes. */
+    void finishWithFinalCheckpoint(long checkpointId) throws Exception {
+        operator.finish();
+        sink.finish();
+        snapshot(checkpointId);
+        notifyComplete(checkpointId);
     }
 
     /** An event from the coordinator, through the task's dispatcher to SourceOperator.handleOperatorEvent. */
@@ -212,7 +288,7 @@ final class SourcesTask {
                 SerializedValue.class);
         m.setAccessible(true);
         try {
-            m.invoke(dispatcher, id, event);
+            m.invoke(dispatcher, SOURCE, event);
         } catch (InvocationTargetException e) {
             throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
         }
@@ -231,10 +307,19 @@ final class SourcesTask {
         return status;
     }
 
-    /** SRC-15: Flink's snapshotState of the operator's list state, written to memory. */
-    OperatorSubtaskState snapshot(long checkpointId) throws Exception {
-        OperatorSnapshotFutures futures = operator.snapshotState(checkpointId, checkpointId,
-                CheckpointOptions.forCheckpointWithDefaultLocation(), new NamedMemoryStreams("sources checkpoint " + checkpointId + " reader " + reader().index));
+    /** SRC-15: Flink's snapshotState of the source's and the sink's operator state, written to memory. */
+    Map<OperatorID, OperatorSubtaskState> snapshot(long checkpointId) throws Exception {
+        Map<OperatorID, OperatorSubtaskState> out = new HashMap<>();
+        out.put(SOURCE, snapshot(operator, checkpointId, "source"));
+        out.put(SINK, snapshot(sink, checkpointId, "sink"));
+        return out;
+    }
+
+    private OperatorSubtaskState snapshot(AbstractStreamOperator<?> op, long checkpointId, String name)
+            throws Exception {
+        OperatorSnapshotFutures futures = op.snapshotState(checkpointId, checkpointId,
+                CheckpointOptions.forCheckpointWithDefaultLocation(),
+                new NamedMemoryStreams("checkpoint " + checkpointId + " reader " + reader().index + " " + name));
         RunnableFuture<SnapshotResult<OperatorStateHandle>> managed = futures.getOperatorStateManagedFuture();
         if (!managed.isDone()) {
             managed.run();
@@ -252,18 +337,26 @@ final class SourcesTask {
      * the scheduler assigns them: StateAssignmentOperation.reDistributePartitionableStates with
      * RoundRobinOperatorStateRepartitioner (each reader its own at the same parallelism).
      */
-    static List<OperatorSubtaskState> redistribute(Map<Integer, OperatorSubtaskState> old, int oldParallelism,
-            int newParallelism) {
-        OperatorID id = new OperatorID();
-        OperatorState state = new OperatorState("sources", null, id, oldParallelism, 128);
-        old.forEach(state::putState);
+    static List<Map<OperatorID, OperatorSubtaskState>> redistribute(
+            Map<Integer, Map<OperatorID, OperatorSubtaskState>> old, int oldParallelism, int newParallelism) {
+        Map<OperatorID, OperatorState> states = new HashMap<>();
+        for (OperatorID id : List.of(SOURCE, SINK)) {
+            OperatorState state = new OperatorState(id.toString(), null, id, oldParallelism, 128);
+            old.forEach((i, subtask) -> state.putState(i, subtask.get(id)));
+            states.put(id, state);
+        }
         Map<OperatorInstanceID, List<OperatorStateHandle>> assigned = new HashMap<>();
-        StateAssignmentOperation.reDistributePartitionableStates(Map.of(id, state), newParallelism,
+        StateAssignmentOperation.reDistributePartitionableStates(states, newParallelism,
                 OperatorSubtaskState::getManagedOperatorState, RoundRobinOperatorStateRepartitioner.INSTANCE, assigned);
-        List<OperatorSubtaskState> out = new ArrayList<>();
+        List<Map<OperatorID, OperatorSubtaskState>> out = new ArrayList<>();
         for (int i = 0; i < newParallelism; i++) {
-            List<OperatorStateHandle> handles = assigned.getOrDefault(OperatorInstanceID.of(i, id), List.of());
-            out.add(OperatorSubtaskState.builder().setManagedOperatorState(new StateObjectCollection<>(handles)).build());
+            Map<OperatorID, OperatorSubtaskState> subtask = new HashMap<>();
+            for (OperatorID id : List.of(SOURCE, SINK)) {
+                List<OperatorStateHandle> handles = assigned.getOrDefault(OperatorInstanceID.of(i, id), List.of());
+                subtask.put(id, OperatorSubtaskState.builder()
+                        .setManagedOperatorState(new StateObjectCollection<>(handles)).build());
+            }
+            out.add(subtask);
         }
         return out;
     }
