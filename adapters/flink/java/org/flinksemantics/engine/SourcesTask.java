@@ -58,15 +58,17 @@ import org.apache.flink.util.clock.ManualClock;
 
 /**
  * One attempt of a reader subtask: Flink's {@link SourceOperator}, made by its SourceOperatorFactory
- * from the project's Source, in a real SourceOperatorStreamTask over the proxy Environment of
- * AsyncIoTask (its TaskStateManager restores a checkpoint's OperatorSubtaskState), with the task's own
- * OperatorEventDispatcherImpl between the operator and the coordinator. SourceOperator decides what
- * a new attempt does (restored splits to the reader, then registration: SRC-2), what events do to the
- * reader (SRC-8, SRC-9), what a snapshot stores (its list state "SourceReaderState", SRC-15) and the
- * end of input (SRC-32). The glue: the task's identity (subtask index, parallelism, attempt: the
- * TaskInfo), the events it sends to the coordinator kept in {@link #outbox} until the harness hands
- * them on, the records of its DataOutput handed to the sink, and a processing-time service whose time
- * never passes (Flink's ManualClock at 0; the periodic watermark timer never fires: no watermarks here).
+ * from the project's Source, chained to a StreamSink of the project's sink on Flink's
+ * TwoPhaseCommitSinkFunction (SourcesSink), in a real SourceOperatorStreamTask over the proxy
+ * Environment of AsyncIoTask (with a TaskStateManager restoring each operator's own state of a
+ * checkpoint), with the task's own OperatorEventDispatcherImpl between the operator and the
+ * coordinator. SourceOperator decides what a new attempt does (restored splits to the reader, then
+ * registration: SRC-2), what events do to the reader (SRC-8, SRC-9), what a snapshot stores (its list
+ * state "SourceReaderState", SRC-15) and the end of input (SRC-32); TwoPhaseCommitSinkFunction what is
+ * committed when. The glue: the task's identity (subtask index, parallelism, attempt: the TaskInfo),
+ * the events it sends to the coordinator kept in {@link #outbox} until the harness hands them on, the
+ * records of its DataOutput handed to the sink, and a processing-time service whose time never passes
+ * (Flink's ManualClock at 0; the periodic watermark timer never fires: no watermarks here).
  */
 final class SourcesTask {
 
