@@ -103,7 +103,7 @@ final class AsyncIoIncarnation {
         try {
             while (true) {
                 if (failed) {
-                    throw new AsyncIoRun.Unwind();
+                    throw new AsyncIoRun.Unwind(AsyncIoIncarnation.this);
                 }
                 Optional<Mail> mail = mailbox.tryTake(TaskMailbox.MIN_PRIORITY);
                 if (mail.isPresent()) {
@@ -118,7 +118,7 @@ final class AsyncIoIncarnation {
             throw u;
         } catch (Exception thrown) {  // an exception out of the mailbox loop fails the task, as in StreamTask
             failTask(thrown);
-            throw new AsyncIoRun.Unwind();
+            throw new AsyncIoRun.Unwind(AsyncIoIncarnation.this);
         }
     }
 
@@ -158,11 +158,11 @@ final class AsyncIoIncarnation {
         public void yield() throws InterruptedException {
             while (!mailbox.hasMail()) {
                 if (failed || !act()) {
-                    throw new AsyncIoRun.Unwind();  // the incarnation ended, or the schedule did
+                    throw new AsyncIoRun.Unwind(AsyncIoIncarnation.this);  // the incarnation ended, or the schedule did
                 }
             }
             if (failed) {
-                throw new AsyncIoRun.Unwind();
+                throw new AsyncIoRun.Unwind(AsyncIoIncarnation.this);
             }
             inner.yield();
         }
