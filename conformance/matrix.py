@@ -498,13 +498,17 @@ def html_page(m: Matrix) -> str:
 
 _SCHEDULES = re.compile(r"(?<=\| ✓ )\d+(?= \|)")
 _REPRODUCER = re.compile(r"(?<= Reproduce: )(`+) ?.*? ?\1")
+# An inconclusive rule's note: "<property> stopped on <rules> after N schedules; M schedules of its
+# other properties passed" (conformance/verdicts.py).
+_STOPPED = re.compile(r"(?<=\bafter )\d+(?= schedules?\b)|\d+(?= schedules? of its other properties passed)")
 
 
 def comparable(text: str) -> str:
     """The matrix's Markdown without what another run may draw differently: the schedule counts of
-    passed cells become `#`, the reproducers' texts `…` (that there is one is kept)."""
+    passed cells and of inconclusive rules' notes become `#`, the reproducers' texts `…` (that there
+    is one is kept)."""
     lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    return "\n".join(_REPRODUCER.sub("`…`", _SCHEDULES.sub("#", line)) for line in lines)
+    return "\n".join(_REPRODUCER.sub("`…`", _STOPPED.sub("#", _SCHEDULES.sub("#", line))) for line in lines)
 
 
 def split_readme(text: str, path: str) -> tuple[str, str, str]:

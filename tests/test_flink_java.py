@@ -52,8 +52,9 @@ def traces(engine: list[str], schedules: list[Schedule], area: str = "key_groups
 
 
 def test_hello(engine: list[str]) -> None:
-    """The hello names Flink's version, the key groups engine's capabilities and expected failures,
-    and the areas without an engine as unsupported; close ends Main with status 0."""
+    """The hello names Flink's version, the engines' capabilities and expected failures (each area's
+    file under adapters/flink/expected-failures), and every area's completion order; close ends
+    Main with status 0."""
     lines, status = converse(engine, [{"type": "close"}])
     assert status == 0 and len(lines) == 1
     hello = lines[0]
@@ -63,11 +64,11 @@ def test_hello(engine: list[str]) -> None:
     assert caps["key_groups"] is None and caps["key_groups.rescale"] is None
     assert "Spark" in caps["key_groups.spark_hash"]
     assert caps["watermarks"] is None and "SourceCoordinator" in caps["watermarks.alignment"]
-    for area in ("sources", "mini_batch"):
-        assert caps[area] == "no engine for this area yet"
-    assert hello["completion_order"] == dict.fromkeys(("watermarks", "key_groups", "async_io"), "scripted")
+    assert caps["sources"] is None and caps["mini_batch"] is None and caps["async_io"] is None
+    areas = ("async_io", "sources", "watermarks", "key_groups", "mini_batch")
+    assert hello["completion_order"] == dict.fromkeys(areas, "scripted")
     on_disk = {}
-    for area in ("key_groups", "watermarks", "async_io"):
+    for area in areas:
         on_disk.update(json.loads((flink.EXPECTED_FAILURES / f"{area}.json").read_text(encoding="utf-8")))
     assert hello["expected_failures"] == on_disk
 
@@ -156,8 +157,8 @@ def test_watermarks_examples(engine: list[str]) -> None:
 def test_errors(engine: list[str]) -> None:
     """A schedule of an area without an engine, a message of an unknown type and a line that is not
     JSON each give an error message; Main goes on and exits 0 at close."""
-    sources = {"area": "sources", "config": {}, "steps": []}  # no SourcesEngine yet
-    lines, status = converse(engine, [{"type": "run", "id": 1, "schedules": [sources]},
+    unknown = {"area": "nope", "config": {}, "steps": []}  # no NopeEngine
+    lines, status = converse(engine, [{"type": "run", "id": 1, "schedules": [unknown]},
                                       {"type": "nap", "id": 2},
                                       {"type": "run", "id": 3, "schedules": [SCHEDULES[0].to_dict()]},
                                       {"type": "close"}])

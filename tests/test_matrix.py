@@ -318,10 +318,14 @@ def test_rules_sharing_a_reason_share_a_note(tmp_path: Path) -> None:
 def test_comparable_blanks_only_counts_of_passed_cells_and_reproducers() -> None:
     text = ("| AIO-1 | MUST | Capacity 100 | ✓ 512 | ✓ 3 | untested [2] |\n"
             "<summary>a: 58 passed, 2 untested</summary>\n"
-            "1. 1 of 2 failed Reproduce: ``a `b` c``\n")
+            "1. 1 of 2 failed Reproduce: ``a `b` c``\n"
+            "- **WM-9** (`x`): test_a stopped on WM-2, WM-3 after 1 schedules; 15 schedules of its other"
+            " properties passed\n")
     assert comparable(text) == ("| AIO-1 | MUST | Capacity 100 | ✓ # | ✓ # | untested [2] |\n"
                                 "<summary>a: 58 passed, 2 untested</summary>\n"
-                                "1. 1 of 2 failed Reproduce: `…`")
+                                "1. 1 of 2 failed Reproduce: `…`\n"
+                                "- **WM-9** (`x`): test_a stopped on WM-2, WM-3 after # schedules;"
+                                " # schedules of its other properties passed")
 
 
 def test_the_docs_hold_a_generated_matrix() -> None:
