@@ -33,11 +33,35 @@ import org.apache.flink.streaming.runtime.watermarkstatus.WatermarkStatus;
  * timer on the task's processing time ({@link ManualTimeService}, the schedule's clock; readers in
  * index order, C3). What a reader sends goes to channel r of Flink's {@link StatusWatermarkValve}
  * downstream. Punctuated generators (C1) are the bounded out-of-orderness generator asked for its
- * watermark on every record. Alignment (SourceOperator with a SourceCoordinator) is not driven.
+ * watermark on every record. Alignment (SourceOperator with a SourceCoordinator) is not driven: see
+ * {@link #ALIGNMENT}.
  */
 public final class WatermarksEngine implements AreaEngine {
 
     static final String SPLIT = "s";
+
+    /**
+     * Why alignment is not driven (WM-22..WM-26). In Flink 2.3.0 it is SourceOperator's
+     * (sampleAndEmitLatestWatermark on a scheduleWithFixedDelay timer of the update interval: sample,
+     * checkWatermarkAlignment, checkSplitWatermarkAlignment, ReportedWatermarkEvent; handleOperatorEvent
+     * of a WatermarkAlignmentEvent; maybePauseSplit on a split's rise; SourceReader.pauseOrResumeSplits)
+     * and SourceCoordinator's (handleEventFromOperator of ReportedWatermarkEvent, announceCombinedWatermark
+     * on SourceCoordinatorContext.schedulePeriodTask). Both need a FLIP-27 Source around them: a
+     * SourceOperator from SourceOperatorFactory in a SourceOperatorStreamTask, and the coordinator from
+     * SourceCoordinatorProvider in an OperatorCoordinatorHolder, which the sources engine builds
+     * (SourcesTask, SourcesCoordinator) but with alignment off (WatermarkStrategy.noWatermarks(),
+     * WatermarkAlignmentParams.WATERMARK_ALIGNMENT_DISABLED, timers that never fire) and its own Source;
+     * the announce timer on the schedule's clock needs SourceCoordinatorContext's package-private
+     * constructor with the coordinator's ScheduledExecutorService. Nothing in Flink blocks it; the
+     * watermarks copy of that harness is not written yet.
+     */
+    static final String ALIGNMENT = "not driven yet: alignment is SourceOperator's (sampleAndEmitLatestWatermark "
+            + "on its update-interval timer, handleOperatorEvent(WatermarkAlignmentEvent), maybePauseSplit, "
+            + "SourceReader.pauseOrResumeSplits) against SourceCoordinator's announceCombinedWatermark "
+            + "(SourceCoordinatorContext.schedulePeriodTask); this engine runs TimestampsAndWatermarks alone, "
+            + "without a FLIP-27 Source, SourceOperatorStreamTask or OperatorCoordinatorHolder around it, and "
+            + "the sources engine's harness builds them with alignment disabled "
+            + "(WatermarkAlignmentParams.WATERMARK_ALIGNMENT_DISABLED)";
 
     @Override
     public Map<String, String> capabilities() {
@@ -46,10 +70,7 @@ public final class WatermarksEngine implements AreaEngine {
         c.put("watermarks.channels", null);
         c.put("watermarks.punctuated", null);
         c.put("watermarks.idleness", null);
-        c.put("watermarks.alignment", "not driven yet: alignment runs in SourceOperator (checkWatermarkAlignment, "
-                + "pauseOrResumeSplits of a SourceReader) against a SourceCoordinator's announcements, which need "
-                + "a source reader, an operator event gateway and a coordinator context that this engine does not "
-                + "build yet");
+        c.put("watermarks.alignment", ALIGNMENT);
         c.put("watermarks.failover", null);
         return c;
     }
