@@ -17,7 +17,7 @@ from flink_semantics.conformance.checker import compare
 from flink_semantics.spec.adapter import SCRIPTED
 
 from flink_semantics import reference
-from tests.async_io_cases import parse_schedule, parse_trace
+from tests.async_io_cases import fixed, parse_schedule, parse_trace
 
 # name -> (config, steps, the spec's trace, a wrong trace, broken rules, possible rules)
 CASES: dict[str, tuple[dict[str, Any], str, str, str, tuple[str, ...], tuple[str, ...]]] = {
@@ -347,6 +347,47 @@ CASES: dict[str, tuple[dict[str, Any], str, str, str, tuple[str, ...], tuple[str
         @2 checkpoint 1 [r0, r1]
         @4 invoke r0 #1
         """, ("AIO-46",), ("AIO-47", "AIO-57")),
+    # Ordered mode run as unordered: r1's empty result leaves at once, so r2 is called at its arrival
+    # at a queue the spec holds full.  A larger bound would call it too, but would hold r3's 5 behind
+    # r2 as the spec does; the adapter's later events (r3 emitted first) are unordered mode's: AIO-12.
+    "a slot freed out of order, shown by the later events": ({"capacity": 2, "mode": "ordered"}, """
+        record 7
+        record 8
+        complete r1 []
+        record 9
+        complete r0 []
+        record 10
+        complete r3 [5]
+        complete r2 [4]
+        """, """
+        @0 invoke r0 #1
+        @1 invoke r1 #1
+        @4 invoke r2 #1
+        @5 invoke r3 #1
+        @7 emit r2 4 ts=-
+        @7 emit r3 5 ts=-
+        """, """
+        @0 invoke r0 #1
+        @1 invoke r1 #1
+        @3 invoke r2 #1
+        @5 invoke r3 #1
+        @6 emit r3 5 ts=-
+        @7 emit r2 4 ts=-
+        """, ("AIO-12",), ("AIO-9", "AIO-8")),
+    # D5 (Flink 2.3.0): the timeout at exactly the deadline is an outcome Flink still retries (its
+    # check is now - admission > timeout), so the task does not fail; the spec fails it: AIO-33.
+    "an outcome at its deadline retried": ({"capacity": 1, "timeout": 1,
+                                            "retry": fixed(1, 3, if_error=True)}, """
+        record 7
+        advance 1
+        """, """
+        @0 invoke r0 #1
+        @1 timeout r0
+        @1 fail r0 timeout
+        """, """
+        @0 invoke r0 #1
+        @1 timeout r0
+        """, ("AIO-33",), ()),
 }
 
 

@@ -68,12 +68,27 @@ class DuplicatesItsLastEvent(ReferenceWrapper):
 
 
 class OrderedAsUnordered(ReferenceWrapper):
-    """Runs ordered mode as unordered mode (breaks AIO-12)."""
+    """Runs ordered mode as unordered mode (breaks AIO-12).  A completion of a record it holds no call
+    for (emitted before a checkpoint that ordered mode would have stored it in) is ignored, as an
+    engine drops a result nobody waits for: the mutant gives a trace, it does not crash."""
 
     def run(self, schedule: Schedule) -> Trace:
         if schedule.area != "async_io":
             return super().run(schedule)
-        return super().run(replace(schedule, config=replace(schedule.config, mode="unordered")))
+        unordered = replace(schedule, config=replace(schedule.config, mode="unordered"))
+        try:
+            return super().run(unordered)
+        except ScheduleError:
+            pass  # a completion it holds no call for: run again, step by step
+        model = AsyncIoModel(unordered.config)
+        events: list[Event] = []
+        for index, step in enumerate(unordered.steps):
+            try:
+                events.extend(model.apply(index, step))
+            except ScheduleError:
+                if not isinstance(step, CompleteStep):
+                    raise
+        return Trace(tuple(events))
 
 
 class RecordPassesWatermark(ReferenceWrapper):

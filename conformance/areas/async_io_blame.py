@@ -35,12 +35,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flink_semantics.conformance.areas import Blame
 from flink_semantics.reference.async_io import DONE, AsyncIoModel, Snapshot, _Record, _Watermark
-from flink_semantics.spec.areas.async_io import AsyncIoConfig, RecordStep, RestoreStep
-from flink_semantics.spec.schedule import Event, Schedule
+from flink_semantics.spec.areas.async_io import (
+    AsyncIoConfig,
+    CompleteStep,
+    ErrorStep,
+    RecordStep,
+    RestoreStep,
+)
+from flink_semantics.spec.schedule import Event, Schedule, ScheduleError
 from flink_semantics.spec.schedule import Step as StepOf
 
 Key = tuple[str, int]  # ("record", id) or ("watermark", timestamp): an element of the input
@@ -130,6 +136,7 @@ class Step:
     done: set[int] = field(default_factory=set)  # records complete before the step
     timed_out: set[int] = field(default_factory=set)  # records timed out before the step
     watermark_waited: bool = False  # a watermark waited at a full queue after an earlier step
+    later: Sequence[Event] = ()  # the adapter's events after the differing group
 
     @property
     def ordered(self) -> bool:
@@ -193,8 +200,12 @@ def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
     tuple: no reading, the kinds' rules (`rules_for`)."""
     if step < 0 or step >= len(schedule.steps):
         return ()
+    if _flink_deadline_explains(schedule, step, observed, later):
+        return Blame(("AIO-33",))  # D5: an outcome at its deadline retried
+    if _calls_again_at_end(schedule, step, expected, observed):
+        return Blame(("AIO-60",))  # D3: end of input calls again a record it must not
     kinds = {e.event for e in (*expected, *observed)}
-    at = run_to(schedule, step)
+    at = replace(run_to(schedule, step), later=tuple(later))
     if kinds & {"emit", "watermark", "status"}:
         return _outputs(at, [e for e in expected if e.event in OUTPUTS],
                         [e for e in observed if e.event in OUTPUTS])
@@ -203,6 +214,72 @@ def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
     if kinds <= {"checkpoint"} or (len(observed) == 1 and observed[0].event == "checkpoint"):
         return _checkpoints(at, expected, observed)
     return ()
+
+
+# --------------------------------------------------------------------------
+# The named deviations' differences (spec/async-io.md, D3 and D5)
+# --------------------------------------------------------------------------
+
+
+class _FlinkDeadline(AsyncIoModel):
+    """The spec's model with Flink 2.3.0's retry check (D5: `now - startTs > timeout` is a timeout,
+    so an outcome exactly at admission time + `timeout` is still retried)."""
+
+    def _should_retry(self, record: _Record, result: tuple[int, ...] | None, error: str | None) -> bool:
+        retry = self._retry
+        if retry is None or self.ended:
+            return False
+        empty = result is not None and len(result) == 0
+        wanted = (error is not None and retry.if_error) or (empty and retry.if_empty)
+        return (wanted and record.attempt <= retry.max_attempts
+                and self.now <= record.admitted_at + self.config.timeout)
+
+
+def _events_of(model: AsyncIoModel, steps: Sequence[StepOf]) -> tuple[list[Event], int]:
+    """The model's trace of the steps, and the index of the first step it cannot take (len(steps)
+    when it takes them all): a completion or an error of a record it holds no call for is dropped,
+    as an engine drops a result nobody waits for; any other step it cannot take ends the run (the
+    schedule was written for the spec's model, which this one left)."""
+    events: list[Event] = []
+    for i, s in enumerate(steps):
+        try:
+            events += model.apply(i, s)
+        except ScheduleError:
+            if not isinstance(s, (CompleteStep, ErrorStep)):
+                return events, i
+    return events, len(steps)
+
+
+def _gives(events: Sequence[Event], upto: int, step: int, observed: Sequence[Event],
+           later: Sequence[Event]) -> bool:
+    """Whether a model's trace holds the adapter's differing events of the step and equals its
+    events of the later steps the model took (those before `upto`)."""
+    here = [e for e in events if e.step == step]
+    return (all(e in here for e in observed)
+            and [e for e in events if e.step > step] == [e for e in later if step < e.step < upto])
+
+
+def _flink_deadline_explains(schedule: Schedule, step: int, observed: Sequence[Event],
+                             later: Sequence[Event]) -> bool:
+    """AIO-33 (D5): the model with Flink's retry check gives the adapter's differing events of the
+    step and its events of the later steps, where the spec's model does not."""
+    if schedule.config.retry is None or schedule.config.timeout <= 0:
+        return False
+    flink, upto = _events_of(_FlinkDeadline(schedule.config), schedule.steps)
+    spec, _ = _events_of(AsyncIoModel(schedule.config), schedule.steps)
+    return upto > step and flink != spec and _gives(flink, upto, step, observed, later)
+
+
+def _calls_again_at_end(schedule: Schedule, step: int, expected: Sequence[Event],
+                        observed: Sequence[Event]) -> bool:
+    """AIO-60 (D3): end of input is taken in this step and the adapter calls records the spec does
+    not call again."""
+    model = AsyncIoModel(schedule.config)
+    for i, s in enumerate(schedule.steps[:step]):
+        model.apply(i, s)
+    ended = model.ended
+    model.apply(step, schedule.steps[step])
+    return model.ended and not ended and any(e.event == "invoke" and e not in expected for e in observed)
 
 
 # --------------------------------------------------------------------------
@@ -231,9 +308,35 @@ def _over_admission(at: Step, key: Key) -> Blame | tuple[str, ...]:
         # The adapter kept an element waiting at a full queue before, in this incarnation: its bound
         # is not larger than the spec's, so a slot was freed that the spec does not free.
         return Blame(freed[:1], tuple([*possible, *freed[1:]]))
-    # A larger bound or a freed slot: the trace cannot tell them apart.  What it shows is the head of
-    # a queue the spec holds full admitted (AIO-7); the freed slot stays possible.
+    # A larger bound or a freed slot.  Ask the spec's model under each: the other mode (slots freed
+    # at completion, out of order) and a bound up to three slots larger.  Where only one of them
+    # calls the record in this step and gives the adapter's later events, it is the reading.
+    if at.ordered and key[0] == "record":
+        by_order = _explains(at, key[1], mode="unordered")
+        by_bound = any(_explains(at, key[1], more=k) for k in (1, 2, 3))
+        if by_order and not by_bound:
+            return Blame(freed[:1], tuple([*possible, *freed[1:]]))
+        if by_bound and not by_order:
+            return Blame(("AIO-7",), tuple(possible))
+    # The trace cannot tell them apart: what it shows is the head of a queue the spec holds full
+    # admitted (AIO-7); the freed slot stays possible.
     return Blame(("AIO-7",), tuple([*possible, *freed]))
+
+
+def _explains(at: Step, record: int, mode: str | None = None, more: int = 0) -> bool:
+    """Whether the spec's model, run in `mode` or with `more` slots (the configuration's and each
+    restore's capacity), calls `record` for the first time in the step and gives the adapter's events
+    of the later steps it takes (`_events_of`)."""
+    config = at.schedule.config
+    if more and config.capacity <= 0:
+        return False
+    config = replace(config, mode=mode or config.mode, capacity=config.capacity + more)
+    steps = [replace(s, capacity=s.capacity + more) if more and isinstance(s, RestoreStep) and s.capacity
+             else s for s in at.schedule.steps]
+    events, upto = _events_of(AsyncIoModel(config), steps)
+    here = [e for e in events if e.step == at.index]
+    called = any(e.event == "invoke" and e.record == record and e.attempt == 1 for e in here)
+    return upto > at.index and called and _gives(events, upto, at.index, [], at.later)
 
 
 def _late_timeout(at: Step, record: int) -> Blame:
