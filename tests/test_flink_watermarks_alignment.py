@@ -1,13 +1,12 @@
 """Watermark alignment (WM-22..WM-26, capability `watermarks.alignment`) on the Java engine
-(adapters/flink/java/.../Watermarks*.java). In Flink 2.3.0 alignment is SourceOperator's (its
-update-interval timer samples, checks and sends a ReportedWatermarkEvent; a WatermarkAlignmentEvent
-pauses the reader or its splits through SourceReader.pauseOrResumeSplits) against SourceCoordinator's
-announceCombinedWatermark. Expected traces are the spec's examples and the reference model's
-(`expected_trace`), never the engine's.
+(adapters/flink/java/.../WatermarksAligned.java, WatermarksCoordinator.java, WatermarksSource.java).
+Alignment is Flink 2.3.0's SourceOperator (its update-interval timer samples, checks and sends a
+ReportedWatermarkEvent; a WatermarkAlignmentEvent blocks the reader or pauses its splits through
+SourceReader.pauseOrResumeSplits) against Flink's SourceCoordinator (announceCombinedWatermark).
+Expected traces are the spec's examples and the reference model's (`expected_trace`), never the
+engine's.
 
-While the engine declares the capability unsupported, the trace tests skip with its reason, and the
-engine must refuse an alignment schedule rather than run it without alignment. Marked `pyflink`;
-skipped, with the reason, without a JDK or without the apache-flink 2.3.0 jars.
+Marked `pyflink`; skipped, with the reason, without a JDK or without the apache-flink 2.3.0 jars.
 """
 
 from __future__ import annotations
@@ -36,52 +35,32 @@ def example(config: str, steps: list[str]) -> Schedule:
                                "steps": [n.parse_step(s) for s in steps]})
 
 
-def run(engine: list[str], schedules: list[Schedule]) -> dict[str, Any]:
-    """Main's answer to one run of the schedules."""
+def traces(engine: list[str], schedules: list[Schedule]) -> list[Any]:
     lines, status = converse(engine, [{"type": "run", "id": 1, "schedules": [s.to_dict() for s in schedules]},
                                       {"type": "close"}])
     assert status == 0, lines
-    return lines[1]
-
-
-def traces(engine: list[str], schedules: list[Schedule]) -> list[Any]:
-    reply = run(engine, schedules)
+    reply = lines[1]
     assert reply["type"] == "traces", reply
     return [trace_from_dict(t, "watermarks") for t in reply["traces"]]
 
 
-def unsupported(engine: list[str]) -> str | None:
-    """The engine's reason for leaving alignment out (None: supported)."""
+def test_hello(engine: list[str]) -> None:
+    """The engine supports alignment."""
     lines, status = converse(engine, [{"type": "close"}])
     assert status == 0
-    return lines[0]["capabilities"][CAPABILITY]
+    assert CAPABILITY in lines[0]["capabilities"] and lines[0]["capabilities"][CAPABILITY] is None
 
 
 def alignment_examples() -> list[Any]:
     examples = [e for e in load_examples() if e.area == "watermarks" and e.refusal is None
                 and CAPABILITY in required_capabilities(e.schedule)]
-    assert {e.id.split(".")[0] for e in examples} >= {"WM-14", "WM-22", "WM-23", "WM-24",
-                                                                   "WM-25", "WM-26"}, [e.id for e in examples]
+    rules = {e.id.split(".")[0] for e in examples}
+    assert rules >= {"WM-14", "WM-22", "WM-23", "WM-24", "WM-25", "WM-26"}, rules
     return examples
-
-
-def test_unsupported_alignment_is_refused(engine: list[str]) -> None:
-    """While alignment is not driven, a schedule with `max_drift` gets an error naming the reason,
-    never a trace computed without alignment."""
-    reason = unsupported(engine)
-    if reason is None:
-        pytest.skip("the engine supports watermarks.alignment")
-    assert "SourceOperator" in reason and "SourceCoordinator" in reason
-    schedule = alignment_examples()[0].schedule
-    reply = run(engine, [schedule])
-    assert reply["type"] == "error" and "not driven yet" in reply["message"], reply
 
 
 def test_alignment_examples(engine: list[str]) -> None:
     """Every alignment example of spec/watermarks.md gives the spec's trace."""
-    reason = unsupported(engine)
-    if reason is not None:
-        pytest.skip(f"watermarks.alignment unsupported: {reason}")
     examples = alignment_examples()
     got = traces(engine, [e.schedule for e in examples])
     assert {e.id: t for e, t in zip(examples, got, strict=True)} == {e.id: e.trace for e in examples}
@@ -106,8 +85,5 @@ SCHEDULES = [
 
 def test_alignment_schedules(engine: list[str]) -> None:
     """Drawn-by-hand alignment schedules give the reference model's traces."""
-    reason = unsupported(engine)
-    if reason is not None:
-        pytest.skip(f"watermarks.alignment unsupported: {reason}")
     got = traces(engine, SCHEDULES)
     assert got == [expected_trace(s) for s in SCHEDULES]

@@ -33,35 +33,12 @@ import org.apache.flink.streaming.runtime.watermarkstatus.WatermarkStatus;
  * timer on the task's processing time ({@link ManualTimeService}, the schedule's clock; readers in
  * index order, C3). What a reader sends goes to channel r of Flink's {@link StatusWatermarkValve}
  * downstream. Punctuated generators (C1) are the bounded out-of-orderness generator asked for its
- * watermark on every record. Alignment (SourceOperator with a SourceCoordinator) is not driven: see
- * {@link #ALIGNMENT}.
+ * watermark on every record. A schedule with alignment (`max_drift`) runs on Flink's SourceOperator and
+ * SourceCoordinator instead ({@link WatermarksAligned}).
  */
 public final class WatermarksEngine implements AreaEngine {
 
     static final String SPLIT = "s";
-
-    /**
-     * Why alignment is not driven (WM-22..WM-26). In Flink 2.3.0 it is SourceOperator's
-     * (sampleAndEmitLatestWatermark on a scheduleWithFixedDelay timer of the update interval: sample,
-     * checkWatermarkAlignment, checkSplitWatermarkAlignment, ReportedWatermarkEvent; handleOperatorEvent
-     * of a WatermarkAlignmentEvent; maybePauseSplit on a split's rise; SourceReader.pauseOrResumeSplits)
-     * and SourceCoordinator's (handleEventFromOperator of ReportedWatermarkEvent, announceCombinedWatermark
-     * on SourceCoordinatorContext.schedulePeriodTask). Both need a FLIP-27 Source around them: a
-     * SourceOperator from SourceOperatorFactory in a SourceOperatorStreamTask, and the coordinator from
-     * SourceCoordinatorProvider in an OperatorCoordinatorHolder, which the sources engine builds
-     * (SourcesTask, SourcesCoordinator) but with alignment off (WatermarkStrategy.noWatermarks(),
-     * WatermarkAlignmentParams.WATERMARK_ALIGNMENT_DISABLED, timers that never fire) and its own Source;
-     * the announce timer on the schedule's clock needs SourceCoordinatorContext's package-private
-     * constructor with the coordinator's ScheduledExecutorService. Nothing in Flink blocks it; the
-     * watermarks copy of that harness is not written yet.
-     */
-    static final String ALIGNMENT = "not driven yet: alignment is SourceOperator's (sampleAndEmitLatestWatermark "
-            + "on its update-interval timer, handleOperatorEvent(WatermarkAlignmentEvent), maybePauseSplit, "
-            + "SourceReader.pauseOrResumeSplits) against SourceCoordinator's announceCombinedWatermark "
-            + "(SourceCoordinatorContext.schedulePeriodTask); this engine runs TimestampsAndWatermarks alone, "
-            + "without a FLIP-27 Source, SourceOperatorStreamTask or OperatorCoordinatorHolder around it, and "
-            + "the sources engine's harness builds them with alignment disabled "
-            + "(WatermarkAlignmentParams.WATERMARK_ALIGNMENT_DISABLED)";
 
     @Override
     public Map<String, String> capabilities() {
@@ -70,7 +47,7 @@ public final class WatermarksEngine implements AreaEngine {
         c.put("watermarks.channels", null);
         c.put("watermarks.punctuated", null);
         c.put("watermarks.idleness", null);
-        c.put("watermarks.alignment", ALIGNMENT);
+        c.put("watermarks.alignment", null);
         c.put("watermarks.failover", null);
         return c;
     }
@@ -79,19 +56,47 @@ public final class WatermarksEngine implements AreaEngine {
     @SuppressWarnings("unchecked")
     public List<Map<String, Object>> run(Map<String, Object> schedule) throws Exception {
         Map<String, Object> config = (Map<String, Object>) schedule.getOrDefault("config", Map.of());
+        List<Map<String, Object>> steps = (List<Map<String, Object>>) schedule.getOrDefault("steps", List.of());
         if (config.get("max_drift") != null) {
-            throw new UnsupportedOperationException(capabilities().get("watermarks.alignment"));
+            return aligned(config, steps);
         }
         Job job = new Job(((Number) config.getOrDefault("readers", 1)).intValue(),
                 ((Number) config.getOrDefault("bound", 0)).longValue(),
                 ((Number) config.getOrDefault("interval", 200)).longValue(),
                 Boolean.TRUE.equals(config.get("punctuated")),
                 config.get("idleness") == null ? null : ((Number) config.get("idleness")).longValue());
-        List<Map<String, Object>> steps = (List<Map<String, Object>>) schedule.getOrDefault("steps", List.of());
         for (int i = 0; i < steps.size(); i++) {
             job.step(i, steps.get(i));
         }
         return job.events;
+    }
+
+    /** WM-14, WM-22..WM-26: an alignment schedule on SourceOperator and SourceCoordinator (WatermarksAligned). */
+    private static List<Map<String, Object>> aligned(Map<String, Object> config, List<Map<String, Object>> steps)
+            throws Exception {
+        WatermarksAligned job = new WatermarksAligned(((Number) config.getOrDefault("readers", 1)).intValue(),
+                strategy(((Number) config.getOrDefault("bound", 0)).longValue(),
+                        Boolean.TRUE.equals(config.get("punctuated")),
+                        config.get("idleness") == null ? null : ((Number) config.get("idleness")).longValue()),
+                ((Number) config.get("max_drift")).longValue(),
+                ((Number) config.getOrDefault("interval", 200)).longValue(),
+                ((Number) config.getOrDefault("alignment_buffer", 3)).intValue());
+        try {
+            for (int i = 0; i < steps.size(); i++) {
+                job.step(i, steps.get(i));
+            }
+        } finally {
+            job.close();
+        }
+        return job.events;
+    }
+
+    /** The generators of every split: bounded out-of-orderness, periodic or punctuated (C1), with idleness. */
+    static WatermarkStrategy<Long> strategy(long bound, boolean punctuated, Long idleness) {
+        WatermarkStrategy<Long> s = punctuated
+                ? WatermarkStrategy.forGenerator(ctx -> new Punctuated(Duration.ofMillis(bound)))
+                : WatermarkStrategy.forBoundedOutOfOrderness(Duration.ofMillis(bound));
+        return idleness == null ? s : s.withIdleness(Duration.ofMillis(idleness));
     }
 
     /** C1: bounded out-of-orderness asked for its watermark on every record, never periodically. */
@@ -127,10 +132,7 @@ public final class WatermarksEngine implements AreaEngine {
         Job(int readers, long bound, long interval, boolean punctuated, Long idleness) {
             this.readerCount = readers;
             this.interval = interval;
-            WatermarkStrategy<Long> s = punctuated
-                    ? WatermarkStrategy.forGenerator(ctx -> new Punctuated(Duration.ofMillis(bound)))
-                    : WatermarkStrategy.forBoundedOutOfOrderness(Duration.ofMillis(bound));
-            this.strategy = idleness == null ? s : s.withIdleness(Duration.ofMillis(idleness));
+            this.strategy = strategy(bound, punctuated, idleness);
             start();
         }
 
