@@ -83,11 +83,11 @@ final class WatermarksAligned implements WatermarksSource.Events, AutoCloseable 
                 Duration.ofMillis(UPDATE_MS));
         this.interval = interval;
         this.buffer = buffer;
-        start(new ArrayList<>());
+        start();
     }
 
     /** A fresh job (WM-16): the coordinator, then each reader's task opened and registered, in order. */
-    private void start(List<List<WatermarksSource.Reader.Item>> held) throws Exception {
+    private void start() throws Exception {
         valve = new StatusWatermarkValve(readerCount);
         coordinator = new WatermarksCoordinator(readerCount, source, strategy.getAlignmentParameters());
         tasks = new ArrayList<>();
@@ -95,9 +95,6 @@ final class WatermarksAligned implements WatermarksSource.Events, AutoCloseable 
             Task task = new Task(r);
             tasks.add(task);
             task.open();
-            if (r < held.size()) {
-                task.reader().available.addAll(held.get(r));
-            }
         }
     }
 
@@ -188,13 +185,14 @@ final class WatermarksAligned implements WatermarksSource.Events, AutoCloseable 
         }
         coordinator.close();
         emit("restarted");
-        start(held);
+        start();
         for (int r = 0; r < readerCount; r++) {
             for (String split : splits.get(r)) {
                 tasks.get(r).add(Integer.parseInt(split.substring(1)));
             }
         }
-        for (Task task : tasks) {
+        for (Task task : tasks) {  // what was available and unread is read by the new attempt
+            task.reader().available.addAll(held.get(task.index));
             task.read();
         }
     }

@@ -209,12 +209,13 @@ final class WatermarksSource implements Source<Long, WatermarksSource.Split, Voi
         /** WM-26: Flink's SourceOperator pauses and resumes splits here. */
         @Override
         public void pauseOrResumeSplits(Collection<String> pause, Collection<String> resume) {
-            for (String s : pause) {
+            // One call pauses a set (SourceOperator collects it from a HashMap): told in the order added.
+            for (String s : splits.stream().filter(pause::contains).toList()) {
                 if (paused.add(s)) {
                     events.paused(index, s);
                 }
             }
-            for (String s : resume) {
+            for (String s : splits.stream().filter(resume::contains).toList()) {
                 if (paused.remove(s)) {
                     events.resumed(index, s);
                 }
