@@ -469,8 +469,11 @@ class AsyncIoModel:
             return False
         empty = result is not None and len(result) == 0
         wanted = (error is not None and retry.if_error) or (empty and retry.if_empty)
-        deadline = record.admitted_at + self.config.timeout
-        return wanted and record.attempt <= retry.max_attempts and self.now < deadline
+        return wanted and record.attempt <= retry.max_attempts and self._before_deadline(record)
+
+    def _before_deadline(self, record: _Record) -> bool:
+        """AIO-33: an outcome is retried only before admission time + `timeout` (FLINK-38082)."""
+        return self.now < record.admitted_at + self.config.timeout
 
     def _complete(self, record: _Record, result: tuple[int, ...]) -> None:
         record.state = DONE

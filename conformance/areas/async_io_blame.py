@@ -225,14 +225,8 @@ class _FlinkDeadline(AsyncIoModel):
     """The spec's model with Flink 2.3.0's retry check (D5: `now - startTs > timeout` is a timeout,
     so an outcome exactly at admission time + `timeout` is still retried)."""
 
-    def _should_retry(self, record: _Record, result: tuple[int, ...] | None, error: str | None) -> bool:
-        retry = self._retry
-        if retry is None or self.ended:
-            return False
-        empty = result is not None and len(result) == 0
-        wanted = (error is not None and retry.if_error) or (empty and retry.if_empty)
-        return (wanted and record.attempt <= retry.max_attempts
-                and self.now <= record.admitted_at + self.config.timeout)
+    def _before_deadline(self, record: _Record) -> bool:
+        return self.now <= record.admitted_at + self.config.timeout
 
 
 def _events_of(model: AsyncIoModel, steps: Sequence[StepOf]) -> tuple[list[Event], int]:
