@@ -63,7 +63,7 @@ def test_hello(engine: list[str]) -> None:
     caps = hello["capabilities"]
     assert caps["key_groups"] is None and caps["key_groups.rescale"] is None
     assert "Spark" in caps["key_groups.spark_hash"]
-    assert caps["watermarks"] is None and "SourceCoordinator" in caps["watermarks.alignment"]
+    assert caps["watermarks"] is None and caps["watermarks.alignment"] is None
     assert caps["sources"] is None and caps["mini_batch"] is None and caps["async_io"] is None
     areas = ("async_io", "sources", "watermarks", "key_groups", "mini_batch")
     assert hello["completion_order"] == dict.fromkeys(areas, "scripted")
