@@ -85,6 +85,10 @@ FORMAT = "flink_mini_batch_script"
 PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 RETENTION_MS = 24 * 3600 * 1000  # `ttl`: Spark's state TTL, longer than any schedule (C5)
 STEPS_PER_BATCH = 16  # the default cut of a segment into micro-batches (a micro-batch costs ~1 s)
+# A fault run's calls (streaming.py): sized for >= 1,000 task failures at 36 examples (issue 31).
+# A call's tasks grow with its rounds and micro-batches, hardly with its schedules: one call a property
+# (12 schedules) met 192 failures at depth 1 over a whole run, so 36 schedules cut in calls of 12.
+FAULT_CALL_SIZE = 12
 SOURCE_SCHEMA = "sid long, seq long, time long, op string, key long, value long"
 
 # Capability -> why this face cannot run it: none (spec/adapter.py).
