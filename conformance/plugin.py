@@ -489,6 +489,8 @@ class _State:
         self.settings = suite_settings("default", None, True)  # the suite's properties' hypothesis settings
         self.tally = Tally()  # generator coverage of the whole run (conformance/coverage.py)
         self.deselected_areas: set[str] = set()  # areas some of whose properties were deselected
+        self.floors_left: set[str] = set()  # areas whose coverage floors xdist workers left to the controller
+        self.floors_short: dict[str, list[str]] = {}  # area -> its states below their floors
         self.progress: Progress | None = None  # the progress line (thorough, --conformance-progress)
         self.items_done = 0  # of `properties`
         self.properties: set[str] = set()  # the hypothesis properties of the run (for the progress line)
@@ -500,6 +502,8 @@ class _State:
         """Collect counts, UNSUPPORTED properties and each property's result from reports (works
         under xdist too: everything comes from the report's user_properties)."""
         props: dict[str, Any] = dict(report.user_properties)
+        if "conformance_floors_left" in props and report.when == "call":
+            self.floors_left.add(props["conformance_floors_left"])
         if "conformance_rules" not in props:
             return
         if report.when == "teardown" and report.nodeid in self.properties:
@@ -1095,6 +1099,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                    "property reaching each rare state, and its floor)")
         for line in coverage:
             tr.write_line(line)
+    for area, short in state.floors_short.items():
+        tr.write_line(f"FAILED coverage floors of {area} (checked over all xdist workers' schedules): the "
+                      f"generators reach these states less often than their floors (conformance/areas/"
+                      f"{area}.py, COVERAGE):\n  " + "\n  ".join(short), red=True)
     if state.results:
         tr.section(f"conformance: verdicts per rule (adapter {state.spec}; areas {', '.join(state.areas)}"
                    f"{'; strict' if state.strict else ''})")
@@ -1110,6 +1118,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     if state.conformance is not None:
         state.conformance.adapter.close()
+    if state.floors_left and not hasattr(session.config, "workerinput"):
+        _check_floors_left(session, state)
     if state.results and not hasattr(session.config, "workerinput"):  # the xdist controller, or no xdist
         verdicts = state.verdicts()
         if state.report_path:
@@ -1126,6 +1136,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 json.dump(report, fh, indent=2)
         if V.run_fails(verdicts, state.strict) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --strict: a stale expected failure
+
+
+def _check_floors_left(session: pytest.Session, state: _State) -> None:
+    """Under xdist each worker sees a part of the schedules, so test_coverage.py leaves the floors to
+    the controller, which holds every worker's tally: a state below its floor fails the run here,
+    named in the terminal summary."""
+    short = {area: state.tally.shortfalls(area) for area in sorted(state.floors_left)
+             if state.tally.drawn[area]}
+    state.floors_short = {area: lines for area, lines in short.items() if lines}
+    if state.floors_short and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -110,6 +110,22 @@ def test_the_coverage_test_fails_below_a_floor(pytester: pytest.Pytester,
     # With the real floors the same test passes: CI's `pytest conformance --adapter reference` checks it.
 
 
+def test_the_floors_are_checked_over_all_xdist_workers(pytester: pytest.Pytester,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under xdist no worker sees every schedule: the coverage test skips on the workers and the
+    controller checks the floors over their merged tallies; with every floor at 100% the run fails and
+    names the area and the states."""
+    run = suite_runner(pytester, monkeypatch, str(REPO / "conformance"))
+    result = run("--adapter", "reference", "--areas", "key_groups", "-p", "tests.raise_floors",
+                 "--corpus", "none", "-n", "2")
+    out = result.stdout.str()
+    assert result.ret == 1, out[-3000:]
+    failed = "FAILED coverage floors of key_groups (checked over all xdist workers' schedules)"
+    assert failed in out, out[-3000:]
+    assert "floor 100.00%" in out, out[-3000:]
+    assert not re.search(r"FAILED .*test_generator_coverage", out), out[-3000:]  # skipped on the workers
+
+
 def test_tally_counts_distinct_schedules_and_names_shortfalls(monkeypatch: pytest.MonkeyPatch) -> None:
     from flink_semantics.conformance import coverage
 
