@@ -21,7 +21,12 @@ and optionally
   late from one lost); an empty tuple falls back to `rules_for`.  Where the difference shows which
   rule broke, a `Blame(broken, possible)`: the verdict table fails `broken` only, and gives the
   `possible` rules (those it may concern, but does not single out) `inconclusive`; a plain tuple
-  blames every rule it names.
+  blames every rule it names;
+* `legal_reference(schedule, expected, observed) -> Trace | None`: for an area whose rules leave a
+  choice open that the reference model makes one way (a MAY), the reference trace under the choice
+  the observed trace shows (or, where none gives it, the one that agrees with it longest); None
+  when it is `expected`.  The SCRIPTED comparison asks for it only when the observed trace differs
+  from `expected`, and compares with it instead.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ checkpoint, a restore), so that the rare states where engines lose or repeat sta
 `COVERAGE` and `coverage` name them and their floors (conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
-(SCRIPTED); a FREE adapter cannot be checked on them.  `rules_for_events`
+(SCRIPTED); a FREE adapter cannot be checked on them, and the one freedom of KG-17 (C3: the order
+in which a subtask restored from several old subtasks holds their blocks) is granted by
+`legal_reference` (conformance/areas/key_groups_orders.py).  `rules_for_events`
 (conformance/areas/key_groups_blame.py) names the rule a difference shows broken.
 
 `balance_problems` states KG-5, KG-12 and KG-21 on a trace directly: every restore's ranges cover
@@ -26,6 +28,7 @@ from typing import Any
 
 from flink_semantics.conformance.areas import never_free, no_order_graph, no_output_keys, rules_from
 from flink_semantics.conformance.areas.key_groups_blame import IN_FLIGHT, refusal_causes, rules_for_events
+from flink_semantics.conformance.areas.key_groups_orders import legal_reference
 from flink_semantics.conformance.areas.key_groups_strategies import Features, schedules
 from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.reference.key_groups import Model, operator_index
@@ -72,7 +75,7 @@ def rules_for(schedule: Schedule, kinds: Sequence[str]) -> tuple[str, ...]:
 
 
 free_checkable, order_graph, output_keys = never_free, no_order_graph, no_output_keys
-__all__ = ["Features", "rules_for_events", "schedules"]  # from key_groups_blame, key_groups_strategies
+__all__ = ["Features", "legal_reference", "rules_for_events", "schedules"]  # from their modules
 FREE_MULTISETS: dict[str, tuple[str, ...]] = {}
 
 

@@ -16,8 +16,11 @@ fields after it are checked against the observed value of the one before:
   KG-8 then KG-16 then KG-15), the restored maximum (KG-16, KG-9), a range (KG-4), a key's restored
   state (KG-14 at the checkpoint's parallelism, KG-13 at another; KG-12 when its key group
   changed), a list of operator state by its name's mode (KG-18 union, KG-19 broadcast, KG-20 at the
-  same parallelism; for a split name KG-17 when the list is no chunk of the old order, KG-21 when it
-  is a chunk from another start).
+  same parallelism; for a split name KG-17 when the list is no chunk of any legal old order, KG-21
+  when it is a chunk from another start).
+
+The state before the step is that of the block orders (KG-17's freedom, C3) under which the
+checker compared the trace (`key_groups_orders.failure_at`), else the reference's.
 
 Rules the difference concerns but does not single out are `possible` (their verdict inconclusive).
 Where nothing is singled out, every rule is possible, hence blamed (the checker's rule).
@@ -29,8 +32,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from flink_semantics.conformance.areas import Blame
+from flink_semantics.conformance.areas.key_groups_orders import Failure, failure_at, legal_old_states
 from flink_semantics.reference.key_groups import (
     Model,
+    OperatorState,
     Snapshot,
     int32,
     java_utf8_bytes,
@@ -72,11 +77,12 @@ def rules_for_events(schedule: Schedule, step: int, expected: Sequence[Event],
     s = schedule.steps[step]
     e = expected[0] if expected else None
     o = observed[0] if observed else None
-    model = _before(schedule, step)
+    failure = failure_at(schedule, step)
+    model = failure.before.model if failure is not None else _before(schedule, step)
     if isinstance(s, UpdateStep) and e is not None and o is not None:
         return _update_blame(schedule, step, model, e, o)
     if isinstance(s, RestoreStep):
-        return _restore_blame(schedule, model, s, e, o)
+        return _restore_blame(schedule, model, s, e, o, failure, later)
     return NOTHING
 
 
@@ -232,7 +238,7 @@ def _routed_hash(schedule: Schedule, s: UpdateStep) -> int:
 
 
 def _restore_blame(schedule: Schedule, model: Model, s: RestoreStep, e: Event | None,
-                   o: Event | None) -> Blame:
+                   o: Event | None, failure: Failure | None = None, later: Sequence[Event] = ()) -> Blame:
     """A restore's first differing event: a refusal (`_refusal_blame`); else, where the kinds
     differ, the side whose kind comes first in a restore's events is the one the other lacks."""
     if (e is not None and e.event == "restore_refused") or (o is not None and o.event == "restore_refused"):
@@ -253,7 +259,7 @@ def _restore_blame(schedule: Schedule, model: Model, s: RestoreStep, e: Event | 
     if first.event == "keyed":
         return _keyed_blame(schedule, model, c, s, e, o)
     if e.event == o.event == "operator" and (e.subtask, e.name) == (o.subtask, o.name):
-        return _operator_blame(schedule, c, s.parallelism, o, o)
+        return _operator_blame(schedule, c, s.parallelism, o, o, failure, later)
     if e.event == o.event == "operator":  # the list of the (subtask, name) first in order is missing
         first = min((e, o), key=lambda x: (x.subtask, x.name))
     return _operator_blame(schedule, c, s.parallelism, first, None)
@@ -319,7 +325,8 @@ def _kept_under_another_key_group(e: Event, o: Event) -> bool:
     return ((e.key, e.type, e.value) == (o.key, o.type, o.value) and e.key_group != o.key_group)
 
 
-def _operator_blame(schedule: Schedule, c: Snapshot, p: int, first: Event, o: Event | None) -> Blame:
+def _operator_blame(schedule: Schedule, c: Snapshot, p: int, first: Event, o: Event | None,
+                    failure: Failure | None = None, later: Sequence[Event] = ()) -> Blame:
     """A restored list of a name (`first`: the observed list `o` when both sides list it, else the
     list one side lacks) by the name's mode (module docstring); AIO-49 too for the async operator's
     stored elements."""
@@ -335,7 +342,7 @@ def _operator_blame(schedule: Schedule, c: Snapshot, p: int, first: Event, o: Ev
     elif o is None:  # a list missing, or one too many
         blame = Blame(("KG-17",), ("KG-21",))
     else:
-        blame = _split_blame(c, p, o)
+        blame = _split_blame(c, p, o, failure, later)
     if first.name == IN_FLIGHT:
         blame = Blame(("AIO-49", *blame.broken), blame.possible)
     return blame
@@ -345,26 +352,38 @@ def _mode_in(schedule: Schedule, name: str) -> str | None:
     return next((s.mode for s in schedule.steps if isinstance(s, AddStateStep) and s.name == name), None)
 
 
-def _split_blame(c: Snapshot, p: int, o: Event) -> Blame:
-    """A split name's list on subtask `o.subtask`: a contiguous chunk of the old order of KG-17's
-    size from some start subtask (another start than the rotation's, which gives the lists before
-    it that matched too) breaks KG-21 alone, or KG-18 when it is the chunk a rotation counting the
-    union names as split ones gives; no such chunk, KG-17."""
-    elements = [x for state in c.operator for x in state.get(o.name, [])]
+def _split_blame(c: Snapshot, p: int, o: Event, failure: Failure | None = None,
+                 later: Sequence[Event] = ()) -> Blame:
+    """A split name's list on subtask `o.subtask`, with what the adapter showed of the restore's
+    other split lists (those before it matched; those after it in `later`): when some legal old
+    order (KG-17: any order of a restored list's blocks still open, `failure`'s) dealt from some
+    start per name gives them all, only the starts are wrong: KG-21 alone, or KG-18 when the list
+    is the chunk a rotation counting the union names as split ones gives; else KG-17."""
     got = sorted(o.elements)
-    # The lists of the name on the subtasks before matched (the first difference is here): a start
-    # must give those too.
-    shown = [sorted(state.get(o.name, [])) for state in repartition_operator_state(c.operator, c.modes, p)]
+    held = failure.held if failure is not None and failure.held is not None else c.operator
+    dealt = repartition_operator_state(held, c.modes, p)
+    split = sorted(n for n, m in c.modes.items() if m == "split")
+    shown = {(i, n): sorted(dealt[i].get(n, [])) for i in range(p) for n in split
+             if (i, n) < (o.subtask, o.name)}
+    shown[o.subtask, o.name] = got
+    for e in later:  # a list the adapter did not show constrains nothing
+        if e.step == o.step and e.event == "operator" and e.name in split:
+            shown.setdefault((e.subtask, e.name), sorted(e.elements))
 
-    def dealt_from(start: int) -> bool:
-        return all(sorted(_chunk(elements, p, start, i)) == (got if i == o.subtask else shown[i])
-                   for i in range(o.subtask + 1))
+    def explains(old: OperatorState) -> bool:
+        for name in split:
+            elements = [x for state in old for x in state.get(name, [])]
+            if not any(all(shown.get((i, name)) in (None, sorted(_chunk(elements, p, start, i)))
+                           for i in range(p)) for start in range(p)):
+                return False
+        return True
 
-    if o.subtask >= p or not any(dealt_from(start) for start in range(p)):
+    olds = legal_old_states(c, failure.before.saved if failure is not None else None)
+    if o.subtask >= p or not any(explains(old) for old in olds):
         return Blame(("KG-17",), ("KG-21",))
     union_as_split = {n: "split" if m == "union" else m for n, m in c.modes.items()}
     if "union" in c.modes.values():
-        variant = repartition_operator_state(c.operator, union_as_split, p)
+        variant = repartition_operator_state(held, union_as_split, p)
         if sorted(variant[o.subtask].get(o.name, [])) == got:
             return Blame(("KG-18",), ("KG-21",))
     return Blame(("KG-21",), ("KG-17",))
