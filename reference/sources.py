@@ -151,6 +151,19 @@ class Reader:
     staged: dict[int, list[Position]] = field(default_factory=dict)  # records before barrier N
 
 
+def dealt_readers(cp: Checkpoint, parallelism: int) -> list[list[tuple[int, Position]]]:
+    """SRC-31 at another parallelism: the readers' states concatenated in reader order and cut into
+    contiguous parts, one per new reader, the larger ones first; each position with its old reader."""
+    union = [(r, p) for r in range(cp.parallelism) for p in cp.readers.get(r, [])]
+    base, extra = divmod(len(union), parallelism)
+    out, start = [], 0
+    for r in range(parallelism):
+        size = base + (1 if r < extra else 0)
+        out.append(union[start:start + size])
+        start += size
+    return out
+
+
 class Model:
     def __init__(self, config: SourcesConfig):
         self.config = config
@@ -169,6 +182,9 @@ class Model:
         self.last_notified: int | None = None  # the last checkpoint whose completion was notified
         self.out: list[Event] = []
         self.step = 0
+        # SRC-31's freedom: (checkpoint, new parallelism, new reader) -> the order of the old readers
+        # whose states it holds; where not given, old reader order (the reference's choice).
+        self.block_orders: dict[tuple[int, int, int], tuple[int, ...]] = {}
 
     # ---- the schedule --------------------------------------------------------------
 
@@ -482,16 +498,16 @@ class Model:
     def redistribute(self, cp: Checkpoint) -> list[list[Position]]:
         """SRC-31: with the same parallelism each reader gets its own state back; otherwise the
         readers' states are concatenated in reader order and cut into contiguous parts whose sizes
-        differ by at most one, the larger ones first."""
+        differ by at most one, the larger ones first; a new reader holds the blocks of its part (one
+        per old reader) in old reader order, or in the order `block_orders` gives (SRC-31: MAY)."""
         if cp.parallelism == self.parallelism:
             return [list(cp.readers.get(r, [])) for r in range(self.parallelism)]
-        union = [p for r in range(cp.parallelism) for p in cp.readers.get(r, [])]
-        base, extra = divmod(len(union), self.parallelism)
-        out, start = [], 0
-        for r in range(self.parallelism):
-            size = base + (1 if r < extra else 0)
-            out.append(union[start:start + size])
-            start += size
+        out = []
+        for r, part in enumerate(dealt_readers(cp, self.parallelism)):
+            order = self.block_orders.get((cp.id, self.parallelism, r))  # SRC-31: MAY, another block order
+            if order is not None:
+                part = sorted(part, key=lambda tagged: order.index(tagged[0]))  # stable: blocks stay whole
+            out.append([p for _, p in part])
         return out
 
     # ---- end of input ----------------------------------------------------------------

@@ -7,8 +7,9 @@ engines lose or repeat records: `COVERAGE` and `coverage` name them and their fl
 (conformance/coverage.py).
 
 The checker's hooks (conformance/areas/__init__.py): this area's traces are compared exactly
-(SCRIPTED); a FREE adapter cannot be checked on them (`free_checkable` is False), so every property
-needs "scripted".
+(SCRIPTED), up to the order of a rescaled reader's blocks (SRC-31's freedom, `legal_reference`); a
+FREE adapter cannot be checked on them (`free_checkable` is False), so every property needs
+"scripted".
 
 `exactly_once_problems` and `one_place_problems` state SRC-38 and SRC-16 on a trace directly, from
 the schedule alone; the properties hold the oracle's traces to them, so the oracle cannot drift from
@@ -27,6 +28,7 @@ from flink_semantics.conformance.areas import (
     no_output_keys,
     rules_from,
     sources_blame,
+    sources_orders,
 )
 from flink_semantics.conformance.areas.sources_strategies import (  # noqa: F401 (re-exported)
     Features,
@@ -76,6 +78,8 @@ _RULES = {
 rules_for = rules_from(_RULES)  # the rules a divergence in these event kinds concerns
 # Narrower: the rule the differing events show broken (conformance/areas/sources_blame.py).
 rules_for_events = sources_blame.rules_for_events
+# SRC-31's freedom: the order of a restored reader's blocks (conformance/areas/sources_orders.py).
+legal_reference = sources_orders.legal_reference
 # Every event of this area is placed by the schedule's steps: compared exactly, never FREE.
 free_checkable, order_graph, output_keys = never_free, no_order_graph, no_output_keys
 FREE_MULTISETS: dict[str, tuple[str, ...]] = {}

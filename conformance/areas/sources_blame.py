@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from flink_semantics.conformance.areas import Blame
+from flink_semantics.conformance.areas.sources_orders import orders_before
 from flink_semantics.reference.sources import ABORTED, Model, pipelined_regions
 from flink_semantics.spec.areas.sources import (
     AbortStep,
@@ -85,6 +86,7 @@ class Before:
 def before(schedule: Schedule, step: int) -> Before:
     """Run the reference model on the steps before `step`, noting what the judges need."""
     ctx = Before(schedule, step, Model(schedule.config))
+    ctx.model.block_orders = orders_before(schedule, step)  # the checker's choice (SRC-31's freedom)
     for i, s in enumerate(schedule.steps[:step]):
         _apply(ctx, i, s)
     return ctx
