@@ -15,14 +15,28 @@ import org.apache.flink.util.clock.ManualClock;
  * {@link ProcessingTimeService}, which the task's timer thread drives in Flink): timers fire only
  * when {@link #advance} moves the clock past them, the earliest first, ties in the order they were
  * registered (spec/schedules.md, "Timers"), with the clock ({@link ManualClock}) set to each one's
- * time. The clock starts at a large offset, as a machine's clock does, never at 0.
+ * time (never back: a timer registered for a past time fires at once, at the clock's time, and is
+ * told its own time). By default the clock starts at a large offset, as a machine's clock does; the
+ * mini_batch area starts it at 0, as the schedule's processing time does (spec/mini-batch.md: the
+ * processing-time assigner's batches are {@code now - now % I}, so the clock's origin shows in the
+ * trace). {@link #quiesce} (a crash) cancels every timer; the clock runs on.
  */
 final class ManualTimeService implements ProcessingTimeService {
 
     static final long START_MS = 1_000_000_000L;
 
-    private final ManualClock clock = new ManualClock(START_MS * 1_000_000L);
+    private final long start;
+    private final ManualClock clock;
     private final List<Timer> timers = new ArrayList<>();
+
+    ManualTimeService() {
+        this(START_MS);
+    }
+
+    ManualTimeService(long startMs) {
+        this.start = startMs;
+        this.clock = new ManualClock(startMs * 1_000_000L);
+    }
 
     /** A timer, periodic when its period is positive. */
     final class Timer implements ScheduledFuture<Object> {
@@ -86,7 +100,7 @@ final class ManualTimeService implements ProcessingTimeService {
 
     /** Schedule time: ms since the start. */
     long now() {
-        return getCurrentProcessingTime() - START_MS;
+        return getCurrentProcessingTime() - start;
     }
 
     @Override
@@ -111,6 +125,7 @@ final class ManualTimeService implements ProcessingTimeService {
     @Override
     public java.util.concurrent.CompletableFuture<Void> quiesce() {
         timers.forEach(t -> t.cancel(false));
+        timers.clear();
         return java.util.concurrent.CompletableFuture.completedFuture(null);
     }
 
@@ -128,13 +143,14 @@ final class ManualTimeService implements ProcessingTimeService {
             if (next == null) {
                 break;
             }
-            setTime(next.due);
+            long due = next.due;
+            setTime(Math.max(due, getCurrentProcessingTime()));
             if (next.period > 0) {
                 next.due += next.period;
             } else {
                 next.cancelled = true;
             }
-            next.callback.onProcessingTime(getCurrentProcessingTime());
+            next.callback.onProcessingTime(due);
         }
         setTime(target);
     }

@@ -13,7 +13,7 @@ import java.util.Map;
  * GroupAggFunction), StatusWatermarkValve, ChainingOutput and the heap keyed state backend, laid out
  * and driven by {@link MiniBatchJob}; the query's generated code stands in hand-written
  * ({@link MiniBatchAggs}). Each step: a row, watermark or status enters at the source's output; an
- * advance moves {@link MiniBatchTime}; checkpoint, crash, restore and end as MiniBatchJob says. A
+ * advance moves {@link ManualTimeService}; checkpoint, crash, restore and end as MiniBatchJob says. A
  * configuration with mini-batch on and a latency or size not positive is given to Flink's planner
  * ({@link MiniBatchPlanner}, MB-2). Two-phase schedules run as keys of one HashMap bucket
  * ({@link MiniBatchKeys}, C1), the trace naming the schedule's keys.

@@ -61,7 +61,7 @@ import org.apache.flink.types.RowKind;
  * </pre>
  *
  * <ul>
- *   <li>the assigner: {@link ProcTimeMiniBatchAssignerOperator} on {@link MiniBatchTime} (MB-4, MB-5)
+ *   <li>the assigner: {@link ProcTimeMiniBatchAssignerOperator} on {@link ManualTimeService} (MB-4, MB-5)
  *       or {@link RowTimeMiniBatchAssginerOperator} (MB-6, MB-7); none with mini-batch off (MB-1);
  *   <li>the local aggregation (two-phase, MB-3): {@link MapBundleOperator} with
  *       {@link MiniBatchLocalGroupAggFunction} and a {@link CountBundleTrigger} (MB-25);
@@ -89,7 +89,7 @@ final class MiniBatchJob {
     static final OperatorID AGG_ID = new OperatorID(3, 3);
 
     final List<Map<String, Object>> events = new ArrayList<>();
-    final MiniBatchTime time = new MiniBatchTime();
+    final ManualTimeService time = new ManualTimeService(0);
     final Map<Long, KeyedStateHandle> checkpoints = new HashMap<>();
     final boolean enabled;
     final long latency;
