@@ -3,7 +3,6 @@ package org.flinksemantics.engine;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.Delayed;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.flink.api.common.operators.MailboxExecutor;
@@ -33,12 +32,10 @@ final class AsyncIoTimers implements ProcessingTimeService {
     MailboxExecutor mailbox;
 
     /** A one-shot timer: AsyncWaitOperator registers only these (timeouts and retry backoffs). */
-    final class Timer implements ScheduledFuture<Object> {
+    final class Timer extends VirtualTimer {
         final ProcessingTimeCallback callback;
         final long due;
         final long order;
-        boolean cancelled;
-        boolean done;
 
         Timer(ProcessingTimeCallback callback, long due, long order) {
             this.callback = callback;
@@ -47,39 +44,8 @@ final class AsyncIoTimers implements ProcessingTimeService {
         }
 
         @Override
-        public long getDelay(TimeUnit unit) {
-            return unit.convert(due - getCurrentProcessingTime(), TimeUnit.MILLISECONDS);
-        }
-
-        @Override
-        public int compareTo(Delayed other) {
-            return Long.compare(getDelay(TimeUnit.MILLISECONDS), other.getDelay(TimeUnit.MILLISECONDS));
-        }
-
-        @Override
-        public boolean cancel(boolean interrupt) {
-            cancelled = true;
-            return !done;
-        }
-
-        @Override
-        public boolean isCancelled() {
-            return cancelled;
-        }
-
-        @Override
-        public boolean isDone() {
-            return cancelled || done;
-        }
-
-        @Override
-        public Object get() {
-            return null;
-        }
-
-        @Override
-        public Object get(long timeout, TimeUnit unit) {
-            return null;
+        long delayMs() {
+            return due - getCurrentProcessingTime();
         }
     }
 

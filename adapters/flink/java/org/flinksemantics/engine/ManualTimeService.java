@@ -2,7 +2,6 @@ package org.flinksemantics.engine;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.Delayed;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
@@ -39,11 +38,10 @@ final class ManualTimeService implements ProcessingTimeService {
     }
 
     /** A timer, periodic when its period is positive. */
-    final class Timer implements ScheduledFuture<Object> {
+    final class Timer extends VirtualTimer {
         final ProcessingTimeCallback callback;
         long due;
         final long period;
-        boolean cancelled;
 
         Timer(ProcessingTimeCallback callback, long due, long period) {
             this.callback = callback;
@@ -52,39 +50,8 @@ final class ManualTimeService implements ProcessingTimeService {
         }
 
         @Override
-        public long getDelay(TimeUnit unit) {
-            return unit.convert(due - getCurrentProcessingTime(), TimeUnit.MILLISECONDS);
-        }
-
-        @Override
-        public int compareTo(Delayed other) {
-            return Long.compare(getDelay(TimeUnit.MILLISECONDS), other.getDelay(TimeUnit.MILLISECONDS));
-        }
-
-        @Override
-        public boolean cancel(boolean interrupt) {
-            cancelled = true;
-            return true;
-        }
-
-        @Override
-        public boolean isCancelled() {
-            return cancelled;
-        }
-
-        @Override
-        public boolean isDone() {
-            return cancelled;
-        }
-
-        @Override
-        public Object get() {
-            return null;
-        }
-
-        @Override
-        public Object get(long timeout, TimeUnit unit) {
-            return null;
+        long delayMs() {
+            return due - getCurrentProcessingTime();
         }
     }
 

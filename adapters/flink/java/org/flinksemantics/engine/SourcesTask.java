@@ -9,10 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.Delayed;
 import java.util.concurrent.RunnableFuture;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import org.apache.flink.api.common.ExecutionConfig;
 import org.apache.flink.api.common.TaskInfoImpl;
@@ -219,43 +216,10 @@ final class SourcesTask {
     }
 
     /** A timer of a service whose time never passes (SourceOperator's periodic watermark emit). */
-    static final class NeverFires implements ScheduledFuture<Object> {
-        private boolean cancelled;
-
+    static final class NeverFires extends VirtualTimer {
         @Override
-        public long getDelay(TimeUnit unit) {
+        long delayMs() {
             return Long.MAX_VALUE;
-        }
-
-        @Override
-        public int compareTo(Delayed o) {
-            return Long.compare(getDelay(TimeUnit.NANOSECONDS), o.getDelay(TimeUnit.NANOSECONDS));
-        }
-
-        @Override
-        public boolean cancel(boolean mayInterruptIfRunning) {
-            cancelled = true;
-            return true;
-        }
-
-        @Override
-        public boolean isCancelled() {
-            return cancelled;
-        }
-
-        @Override
-        public boolean isDone() {
-            return cancelled;
-        }
-
-        @Override
-        public Object get() {
-            throw new UnsupportedOperationException("a timer that never fires");
-        }
-
-        @Override
-        public Object get(long timeout, TimeUnit unit) {
-            throw new UnsupportedOperationException("a timer that never fires");
         }
     }
 
