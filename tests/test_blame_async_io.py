@@ -388,6 +388,47 @@ CASES: dict[str, tuple[dict[str, Any], str, str, str, tuple[str, ...], tuple[str
         @0 invoke r0 #1
         @1 timeout r0
         """, ("AIO-33",), ()),
+    # D5 and D3 together (a schedule Flink 2.3.0's engine ran): r2's empty result at its deadline (2) is
+    # retried by Flink (D5), its second call comes when the retry's timer fires at 4, and end of input
+    # calls it once more (D3, which the D5 model does not do): the first difference is D5's, AIO-33.
+    "an outcome at its deadline retried, then called again at the end": (
+        {"mode": "ordered", "capacity": 3, "timeout": 2, "on_timeout": "ignore",
+         "retry": fixed(1, 2, if_empty=True)}, """
+        record 0
+        record 0
+        record 0
+        advance 2
+        complete r2 []
+        complete r1 [0]
+        complete r0 [0]
+        record 0
+        advance 2
+        end
+        """, """
+        @0 invoke r0 #1
+        @1 invoke r1 #1
+        @2 invoke r2 #1
+        @3 timeout r0
+        @3 timeout r1
+        @3 timeout r2
+        @6 emit r0 0 ts=-
+        @6 emit r1 0 ts=-
+        @7 invoke r3 #1
+        @8 timeout r3
+        """, """
+        @0 invoke r0 #1
+        @1 invoke r1 #1
+        @2 invoke r2 #1
+        @3 timeout r0
+        @3 timeout r1
+        @3 timeout r2
+        @6 emit r0 0 ts=-
+        @6 emit r1 0 ts=-
+        @7 invoke r3 #1
+        @8 invoke r2 #2
+        @8 timeout r3
+        @9 invoke r2 #3
+        """, ("AIO-33",), ()),
 }
 
 
