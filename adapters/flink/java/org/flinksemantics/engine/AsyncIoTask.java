@@ -21,6 +21,7 @@ import org.apache.flink.runtime.execution.Environment;
 import org.apache.flink.runtime.executiongraph.ExecutionAttemptID;
 import org.apache.flink.runtime.metrics.groups.TaskMetricGroup;
 import org.apache.flink.runtime.metrics.groups.UnregisteredMetricGroups;
+import org.apache.flink.runtime.state.LocalRecoveryConfig;
 import org.apache.flink.streaming.runtime.tasks.OneInputStreamTask;
 import org.apache.flink.util.SimpleUserCodeClassLoader;
 import org.apache.flink.util.UserCodeClassLoader;
@@ -53,7 +54,39 @@ final class AsyncIoTask {
     record Restore(Consumer<Throwable> onFail, OperatorSubtaskState state, long checkpoint) {
     }
 
+    /** A proxy's own answers to some methods; {@link #NEUTRAL} for the others (they get neutral values). */
+    interface Answers {
+        Object answer(String method, Object[] args);
+    }
+
+    static final Object NEUTRAL = new Object();
+
+    /** The async_io task's answers: failExternally to the engine, the state to restore. */
+    static Answers answers(Restore restore) {
+        return (method, args) -> switch (method) {
+            case "failExternally" -> {
+                restore.onFail().accept((Throwable) args[0]);
+                yield null;
+            }
+            case "prioritizedOperatorState" -> restore.state() == null ? PrioritizedOperatorSubtaskState.empty(0L)
+                    : new PrioritizedOperatorSubtaskState.Builder(restore.state(), List.of(),
+                            restore.checkpoint()).build();
+            case "getRestoreCheckpointId" ->
+                    restore.state() == null ? Optional.empty() : Optional.of(restore.checkpoint());
+            default -> NEUTRAL;
+        };
+    }
+
     static Object proxy(Class<?> type, Restore restore) {
+        return proxy(type, "async_io", answers(restore));
+    }
+
+    static Object neutral(Class<?> r, Restore restore) {
+        return neutral(r, "async_io", answers(restore));
+    }
+
+    /** A proxy of {@code type} giving {@code answers}, else neutral values (the task named {@code name}). */
+    static Object proxy(Class<?> type, String name, Answers answers) {
         return Proxy.newProxyInstance(AsyncIoTask.class.getClassLoader(), new Class<?>[] {type}, (p, m, args) -> {
             switch (m.getName()) {
                 case "toString":
@@ -62,22 +95,15 @@ final class AsyncIoTask {
                     return System.identityHashCode(p);
                 case "equals":
                     return p == args[0];
-                case "failExternally":
-                    restore.onFail().accept((Throwable) args[0]);
-                    return null;
-                case "prioritizedOperatorState":
-                    return restore.state() == null ? PrioritizedOperatorSubtaskState.empty(0L)
-                            : new PrioritizedOperatorSubtaskState.Builder(restore.state(), List.of(),
-                                    restore.checkpoint()).build();
-                case "getRestoreCheckpointId":
-                    return restore.state() == null ? Optional.empty() : Optional.of(restore.checkpoint());
                 default:
-                    return neutral(m.getReturnType(), restore);
+                    Object answer = answers.answer(m.getName(), args);
+                    return answer != NEUTRAL ? answer : neutral(m.getReturnType(), name, answers);
             }
         });
     }
 
-    static Object neutral(Class<?> r, Restore restore) {
+    /** A neutral answer: an empty configuration, unregistered metrics, nothing restored, a proxy for an interface. */
+    static Object neutral(Class<?> r, String name, Answers answers) {
         if (r == boolean.class) {
             return false;
         } else if (r == int.class) {
@@ -87,7 +113,7 @@ final class AsyncIoTask {
         } else if (r == double.class) {
             return 0.0;
         } else if (r == String.class) {
-            return "async_io";
+            return name;
         } else if (r == Configuration.class) {
             return new Configuration();
         } else if (r == ClassLoader.class) {
@@ -97,11 +123,11 @@ final class AsyncIoTask {
         } else if (r == TaskMetricGroup.class) {
             return UnregisteredMetricGroups.createUnregisteredTaskMetricGroup();
         } else if (r == TaskInfo.class) {
-            return new TaskInfoImpl("async_io", 128, 0, 1, 0);
+            return new TaskInfoImpl(name, 128, 0, 1, 0);
         } else if (r == ExecutionAttemptID.class) {
             return ExecutionAttemptID.randomId();
         } else if (r == JobInfo.class) {
-            return new JobInfoImpl(new JobID(), "async_io");
+            return new JobInfoImpl(new JobID(), name);
         } else if (r == JobID.class) {
             return new JobID();
         } else if (r == UserCodeClassLoader.class) {
@@ -114,6 +140,8 @@ final class AsyncIoTask {
             return OptionalLong.empty();
         } else if (r == PrioritizedOperatorSubtaskState.class) {
             return PrioritizedOperatorSubtaskState.empty(0L);
+        } else if (r == LocalRecoveryConfig.class) {
+            return LocalRecoveryConfig.BACKUP_AND_RECOVERY_DISABLED;
         } else if (r == File.class) {
             return new File(System.getProperty("java.io.tmpdir"));
         } else if (r == String[].class) {
@@ -121,7 +149,7 @@ final class AsyncIoTask {
         } else if (r.isArray()) {
             return Array.newInstance(r.getComponentType(), 0);
         } else if (r.isInterface()) {
-            return proxy(r, restore);
+            return proxy(r, name, answers);
         }
         return null;
     }
