@@ -180,7 +180,7 @@ def _apply(c: Candidate, index: int, s: Step) -> list[Event]:
     events = c.model.apply(index, s)
     if isinstance(s, CheckpointStep):
         c.saved = copy.deepcopy(c.blocks)
-    elif events and events[0].event == "restored":
+    elif isinstance(s, RestoreStep) and events and events[0].event == "restored":
         if checkpoint is None:
             c.blocks = [[] for _ in range(s.parallelism)]  # a new job
         elif s.parallelism == checkpoint.parallelism:  # KG-20: the lists stay as they are held
@@ -274,8 +274,8 @@ def _resolutions(checkpoint: Snapshot, saved: list[Blocks], parallelism: int,
     dealt = repartition_operator_state(positions, dict.fromkeys(split, "split"), parallelism)
     for subtask, lists in enumerate(dealt):
         for name, places in lists.items():
-            for place in places:
-                chunk_of[name, place] = subtask
+            for at in places:
+                chunk_of[name, at] = subtask
     remaining: dict[tuple[int, str], Counter[int]] = {
         (e.subtask, e.name): Counter(e.elements) for e in want if e.event == "operator" and e.name in split}
     nodes = [0]
@@ -284,8 +284,8 @@ def _resolutions(checkpoint: Snapshot, saved: list[Blocks], parallelism: int,
         lists = held(old[j], saved[j], order)
         done: list[tuple[int, str, int]] = []
         for name in split:
-            for place_, x in zip(positions[j][name], lists.get(name, [])):
-                key = (chunk_of[name, place_], name)
+            for at, x in zip(positions[j][name], lists.get(name, [])):
+                key = (chunk_of[name, at], name)
                 left = remaining.get(key)
                 if left is None or left[x] <= 0:
                     undo(done)
