@@ -386,6 +386,8 @@ class Conformance:
         want = expected_trace(schedule)
         self.validated[str(schedule.area)] += 1
         mismatch = compare(schedule, want, observed, self.completion_order(schedule.area))
+        if mismatch is not None and mismatch.reference is not None:
+            want = mismatch.reference  # the reference under the choice the trace shows (legal_reference)
         self._tally_difference(want, observed, mismatch is not None)
         if mismatch is not None:
             blamed = blame(mismatch.rules, self.property_rules())
