@@ -3,11 +3,16 @@ reference model runs them, so every step is valid by construction (SRC-41, SRC-4
 schedules broken in one way (or two, in the order the spec checks them) that name their rule.
 
 `Features` says which parts of the vocabulary a property uses; `Features.restrict` drops what an
-adapter cannot run.  Every step is one integer drawn by hypothesis: shrinking it towards 0 picks the
-plainest valid step (register, request, poll), and shrinking the list removes steps.  Some integers
-pick a compound option (`completed_checkpoint`), and failures weigh more while a checkpoint is
-pending or unconfirmed, so that the states where engines lose or repeat records are reached
-(conformance/areas/sources.py: `COVERAGE` and `coverage` name them and their floors).
+adapter cannot run.  A schedule is a list of drawn steps (issue 32 item 4): each step's kind is drawn
+among the kinds valid after the steps before it, weighed by the model's state, then its fields, each
+with a strategy of its own; so shrinking can delete any one step and simplify any field towards the
+plainest (register, request, poll; reader 0, one record), and no integer stands for a burst of
+steps.  The weights follow the state (`_Drawing.kinds`): a poll before a checkpoint when a reader
+read nothing since the last barrier, a completion soon after a barrier that staged records, often
+without notification, failures of a reader whose sink holds records of such a checkpoint, late
+notifications while a later checkpoint is pending; so the states where engines lose or repeat
+records are reached (conformance/areas/sources.py: `COVERAGE` and `coverage` name them and their
+floors).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flink_semantics.conformance.strategies import Malformed, batches
-from flink_semantics.reference.sources import BARRIER, COMPLETED, TAKEN, Model
+from flink_semantics.reference.sources import ABORTED, BARRIER, COMPLETED, TAKEN, Model
 from flink_semantics.spec.adapter import unsupported
 from flink_semantics.spec.areas.sources import (
     AbortStep,
@@ -78,42 +83,40 @@ class Features:
                        graph=self.graph and ok("region_failover"))
 
 
-CONFIG_BITS = st.integers(0, 2**17 - 1)
-# The job graph is drawn on its own: hypothesis favours small integers, so graph bits packed above
-# the splits' sizes were seldom set, and most graphs had no edge.
-GRAPH_BITS = st.integers(0, 2**32 - 1)
-# About fifteen steps on average (a flat list averages five), each one integer.
-STEP_BITS = st.lists(st.lists(st.integers(0, 2**20 - 1), min_size=1, max_size=10), min_size=1, max_size=5)
+# Between two tasks of a job graph: no edge half the time; shrinks to none.
+EDGES = ("none", "none", "pipelined", "blocking")
 
 
-def _bits(n: int, first: int, count: int) -> int:
-    return (n >> first) & ((1 << count) - 1)
-
-
-def config_of(n: int, f: Features, graph: int = 0) -> SourcesConfig:
-    """A configuration from 17 bits: 0-1 readers, 2-4 how many splits, 5-16 their sizes; with a
-    graph, from `graph` (GRAPH_BITS): 0-1 the tasks, then two bits per pair of tasks, the edge
-    between them (1 pipelined, 2 blocking, else none)."""
-    readers = 1 + _bits(n, 0, 2) % f.max_readers
-    count = _bits(n, 2, 3) % (f.max_splits + 1)
-    splits = tuple(_bits(n, 5 + 3 * i, 3) % (f.max_records + 1) for i in range(count))
+@st.composite
+def configs(draw: Any, f: Features) -> SourcesConfig:
+    """A configuration, field by field: the readers, the splits' sizes; with a graph, 1-3 other tasks
+    and an edge kind for every pair of tasks, producer before consumer (so the graph is acyclic,
+    SRC-43)."""
+    readers = draw(st.integers(1, f.max_readers))
+    splits = tuple(draw(st.lists(st.integers(0, f.max_records), max_size=f.max_splits)))
     if not f.graph:
         return SourcesConfig(readers=readers, splits=splits, bounded=not f.unbounded)
-    tasks = 1 + _bits(graph, 0, 2) % 3
-    pipelined, blocking = [], []
+    tasks = draw(st.integers(1, 3))
     pairs = [(u, v) for v in range(readers + tasks) for u in range(v)]
-    for i, (u, v) in enumerate(pairs):
-        kind = _bits(graph, 2 + 2 * i, 2)
-        if kind == 1:
-            pipelined.append((u, v))
-        elif kind == 2:
-            blocking.append((u, v))
+    kinds = draw(st.lists(st.sampled_from(EDGES), min_size=len(pairs), max_size=len(pairs)))
     return SourcesConfig(readers=readers, splits=splits, bounded=not f.unbounded, tasks=tasks,
-                         pipelined=tuple(pipelined), blocking=tuple(blocking))
+                         pipelined=tuple(p for p, k in zip(pairs, kinds) if k == "pipelined"),
+                         blocking=tuple(p for p, k in zip(pairs, kinds) if k == "blocking"))
+
+
+def weighted(draw: Any, choices: list[tuple[int, Any]]) -> Any:
+    """One of the choices, each as often as its weight; shrinks towards the first."""
+    i = draw(st.integers(0, sum(w for w, _ in choices) - 1))
+    for weight, choice in choices:
+        if i < weight:
+            return choice
+        i -= weight
+    raise AssertionError("unreachable")
 
 
 class _Drawing:
-    """One schedule being drawn: the model, and the steps so far."""
+    """One schedule being drawn: the model, and the steps so far.  `kinds` weighs the kinds of step
+    valid next by the model's state; `draw_step` draws the fields of one."""
 
     def __init__(self, f: Features, config: SourcesConfig):
         self.f, self.config = f, config
@@ -130,92 +133,6 @@ class _Drawing:
             self.notified.append((len(self.steps), s.id))
         self.steps.append(s)
 
-    def exposed(self) -> bool:
-        """Whether the tracker holds a bucket under a checkpoint after the restore point that was
-        taken before the notification of an earlier one (SRC-17: it must stay, for a failure to give
-        its splits back)."""
-        last = self.model.last_completed if self.model.last_completed is not None else -1
-        return any(k > last and any(n < k and at > self.taken[k] for at, n in self.notified)
-                   for k in self.model.tracker)
-
-    def options(self) -> list[tuple[int, Any]]:
-        """(weight, step or step factory) of every valid next step; the plainest first."""
-        m, f = self.model, self.f
-        readers = range(m.parallelism)
-        registered = [r for r in readers if m.readers[r].registered]
-        unregistered = [r for r in readers if not m.readers[r].registered]
-        out: list[tuple[int, Any]] = []
-        out += [(8, RegisterStep(r)) for r in unregistered]
-        out += [(4, RequestStep(r)) for r in registered]
-        out += [(f.polls, lambda n, r=r: PollStep(r, 1 + n % 3)) for r in registered]
-        out += [(1, AssignStep(r)) for r in (readers if f.global_failures else registered)]
-        if not self.config.bounded:
-            out.append((2, lambda n: DiscoverStep(n % (f.max_records + 1))))
-        if f.checkpoints:
-            if m.valve is not None:
-                out.append((10, BarrierStep(m.valve)))
-            elif not unregistered:
-                next_id = len(m.checkpoints) + 1  # ids 1, 2, ... in the order they are taken
-                out.append((6, lambda n: CheckpointStep(next_id, fails=n % 8 == 0)))
-                if (f.silent or f.rescale) and any(m.readers[r].splits for r in registered):
-                    out.append((4, lambda n: self.completed_checkpoint(next_id, n)))
-            last = m.last_completed if m.last_completed is not None else -1
-            notified = m.last_notified if m.last_notified is not None else -1
-            for cid, cp in m.checkpoints.items():
-                if cp.state == BARRIER and cid > last:
-                    out.append((10, lambda n, c=cid: CompleteStep(c, notify=not (f.silent and n % 3 == 0))))
-                if cp.state in (TAKEN, BARRIER):
-                    out.append((3, AbortStep(cid)))
-                if f.late and cp.state == COMPLETED and cid > notified:
-                    # SRC-17: its notification, late; more often while a later checkpoint is pending
-                    # (whose bucket must stay)
-                    later = any(k > cid and c.state in (TAKEN, BARRIER) for k, c in m.checkpoints.items())
-                    out.append((12 if later else 4, CompleteStep(cid)))
-        # Failures three times as often while a checkpoint is pending (SRC-20: it is aborted) or
-        # while the sinks hold records of a checkpoint completed without notification (SRC-29), and
-        # eight times while a bucket is exposed to the notification of an earlier checkpoint (SRC-17
-        # with SRC-21: about 0.1% of the area's schedules give such splits back, too few for a floor).
-        pending = m.valve is not None or any(cp.state == BARRIER for cp in m.checkpoints.values())
-        point = m.last_completed  # the restore point
-        silent = point is not None and any(k <= point for reader in m.readers for k in reader.staged)
-        fails = 8 if self.exposed() else 3 if pending or silent else 1
-        if f.reader_failures or f.graph:
-            tasks = registered + list(range(m.parallelism, m.parallelism + self.config.tasks))
-            producers = sorted({e[0] for e in self.config.blocking})
-            lost = lambda n: tuple(p for i, p in enumerate(producers) if n >> i & 1)  # noqa: E731
-            out += [(fails, lambda n, t=t: FailStep(t, lost(n))) for t in tasks]
-        if f.global_failures:
-            out.append((fails, FailEnumeratorStep()))
-        if f.rescale and not self.config.has_graph:
-            out.append((3, lambda n: RescaleStep(self.parallelism_of(n))))
-        return out
-
-    def parallelism_of(self, n: int) -> int:
-        """A parallelism to rescale to, the current one half as often as each other (SRC-31: the
-        readers' states cut anew)."""
-        p = 1 + n % self.f.max_readers
-        return p % self.f.max_readers + 1 if p == self.model.parallelism and n >> 4 & 1 else p
-
-    def completed_checkpoint(self, cid: int, n: int) -> list[Step]:
-        """Checkpoint `cid` taken, its barrier passed, completed: a restore point holding the
-        readers' unfinished splits (SRC-31).  With silent completions, every reader that owns a
-        split reads first and the checkpoint completes without notification: its sinks hold
-        staged records that only a restore commits (SRC-22, SRC-29)."""
-        readers = [r for r in range(self.model.parallelism) if self.model.readers[r].splits]
-        polls: list[Step] = [PollStep(r, 1 + n % 3) for r in readers] if self.f.silent else []
-        return [*polls, CheckpointStep(cid), BarrierStep(cid), CompleteStep(cid, notify=not self.f.silent)]
-
-    def step(self, n: int) -> Step | list[Step]:
-        """The option `n` picks, weighted (a step, or the steps of a compound option)."""
-        options = self.options()
-        total = sum(w for w, _ in options)
-        pick = n % total
-        for weight, option in options:
-            if pick < weight:
-                return option(n >> 8) if callable(option) else option
-            pick -= weight
-        raise AssertionError("unreachable")
-
     def finish(self, end: bool) -> None:
         """Close the schedule with `end` (a pending barrier passes first)."""
         if not end:
@@ -224,17 +141,236 @@ class _Drawing:
             self.apply(BarrierStep(self.model.valve))
         self.apply(EndStep())
 
+    # ---- what the model's state allows ---------------------------------------------
+
+    def registered(self) -> list[int]:
+        return [r for r in range(self.model.parallelism) if self.model.readers[r].registered]
+
+    def unregistered(self) -> list[int]:
+        return [r for r in range(self.model.parallelism) if not self.model.readers[r].registered]
+
+    def tasks(self) -> list[int]:
+        """The tasks a failure may hit: the running readers, the graph's other tasks."""
+        m = self.model
+        return self.registered() + list(range(m.parallelism, m.parallelism + self.config.tasks))
+
+    def completable(self) -> list[int]:
+        """Checkpoints whose barrier passed, newer than the last completed (SRC-46)."""
+        last = self.model.last_completed if self.model.last_completed is not None else -1
+        return [cid for cid, cp in self.model.checkpoints.items() if cp.state == BARRIER and cid > last]
+
+    def pending(self) -> list[int]:
+        return [cid for cid, cp in self.model.checkpoints.items() if cp.state in (TAKEN, BARRIER)]
+
+    def late(self) -> list[int]:
+        """Completed checkpoints whose notification may still come, late (SRC-17, SRC-46)."""
+        m = self.model
+        notified = m.last_notified if m.last_notified is not None else -1
+        return [cid for cid, cp in m.checkpoints.items() if cp.state == COMPLETED and cid > notified]
+
+    def exposed(self, r: int) -> bool:
+        """Whether the tracker holds a bucket of reader `r` under a checkpoint after the restore
+        point that was taken before the notification of an earlier one (SRC-17: it must stay, for a
+        failure to give its splits back, SRC-21)."""
+        last = self.model.last_completed if self.model.last_completed is not None else -1
+        return any(k > last and bucket.get(r) and any(n < k and at > self.taken[k] for at, n in self.notified)
+                   for k, bucket in self.model.tracker.items())
+
+    def aborted(self, r: int) -> bool:
+        """Whether reader `r` has a bucket under an aborted checkpoint after the restore point (SRC-18:
+        a failure gives its splits back)."""
+        m = self.model
+        last = m.last_completed if m.last_completed is not None else -1
+        return any(k > last and bucket.get(r) and m.checkpoints[k].state == ABORTED
+                   for k, bucket in m.tracker.items())
+
+    def unconfirmed(self, r: int) -> bool:
+        """Whether reader `r`'s sink holds records staged before the restore point's barrier and not
+        committed: its checkpoint completed without notification (SRC-29: a restore commits them)."""
+        point = self.model.last_completed
+        return point is not None and any(k <= point and records
+                                         for k, records in self.model.readers[r].staged.items())
+
+    def unread(self) -> bool:
+        """Whether a running reader owns a split and has read nothing since the last barrier: a
+        checkpoint now would stage nothing of it (SRC-22, SRC-29 need staged records)."""
+        readers = self.model.readers
+        return any(readers[r].splits and not readers[r].pending for r in self.registered())
+
+    # ---- the kinds, weighed by the state --------------------------------------------
+
+    def kinds(self) -> list[tuple[int, str]]:
+        """(weight, kind) of every kind of step valid next, the plainest first (hypothesis shrinks
+        towards it).  A kind that names a reader, a task or a checkpoint weighs as much for each it
+        may name.  The weights follow the model's state, so that the rare states where engines
+        lose or repeat records are reached without bursts of steps:
+        - a barrier or a completion weighs much while a checkpoint awaits it (a restore point soon);
+        - with silent completions, a reader owning a split that read nothing since the last barrier
+          polls more often, and checkpoints are taken more often (SRC-22, SRC-29: a silent
+          completion then leaves staged records for a failover to commit);
+        - late notifications weigh more while a later checkpoint is pending (SRC-17: its bucket
+          must stay);
+        - failures weigh three times as much while a checkpoint is pending (SRC-20: it is aborted)
+          or while the sinks hold records of a checkpoint completed without notification (SRC-29),
+          and eight times while a bucket is exposed to the notification of an earlier checkpoint
+          (SRC-17 with SRC-21);
+        - a rescale weighs more while the restore point holds the readers' unfinished splits
+          (SRC-31)."""
+        m, f = self.model, self.f
+        registered, unregistered = self.registered(), self.unregistered()
+        silent_poll = 12 if f.silent and f.checkpoints and self.unread() else 0
+        out = [(8 * len(unregistered), "register"), (4 * len(registered), "request"),
+               (f.polls * len(registered) + silent_poll, "poll"), (len(registered), "assign")]
+        if f.global_failures:  # SRC-4: a push to a reader not running restores the last checkpoint
+            out.append((3 * len(unregistered), "push"))
+        if not self.config.bounded:
+            out.append((2, "discover"))
+        if f.checkpoints:
+            owned = any(m.readers[r].splits for r in registered)
+            read = any(m.readers[r].pending for r in registered)  # a barrier now stages records
+            if m.valve is not None:
+                out.append((40 if read else 10, "barrier"))
+            elif not unregistered:
+                out.append((self.checkpoint_weight(read, owned), "checkpoint"))
+            staged = [cid for cid in self.completable() if any(r.staged.get(cid) for r in m.readers)]
+            out.append((60 * len(self.completable()) + 60 * len(staged), "complete"))
+            out.append((3 * len(self.pending()), "abort"))
+            if f.late:
+                out.append((sum(self.late_weight(cid) for cid in self.late()), "notify"))
+        if f.reader_failures or f.graph:
+            out.append((sum(w for w, _ in self.failures()), "fail"))
+        if f.global_failures:
+            out.append((max(self.fail_weight(r) for r in range(m.parallelism)), "fail_enumerator"))
+        if f.rescale and not self.config.has_graph:
+            unconfirmed = any(self.unconfirmed(r) for r in range(m.parallelism))
+            out.append((10 if unconfirmed else 6 if self.restorable() else 3, "rescale"))
+        return [(w, kind) for w, kind in out if w]
+
+    def fail_weight(self, task: int) -> int:
+        """How much a failure of `task` weighs: eight times as much when it gives back a bucket
+        exposed to an earlier checkpoint's notification (SRC-17 with SRC-21), six when its sink holds
+        records of a checkpoint completed without notification (SRC-29) or it gives back a bucket
+        of an aborted checkpoint (SRC-18), three while a checkpoint is pending (SRC-20: it is
+        aborted)."""
+        m = self.model
+        if task < m.parallelism and self.exposed(task):
+            return 8
+        if task < m.parallelism and self.unconfirmed(task):
+            return 20
+        if task < m.parallelism and self.aborted(task):
+            return 6
+        pending = m.valve is not None or any(cp.state == BARRIER for cp in m.checkpoints.values())
+        told = task < m.parallelism and m.readers[task].no_more  # SRC-21, SRC-25: the flag is cleared
+        return 3 if pending or told else 1
+
+    def failures(self) -> list[tuple[int, int]]:
+        return [(self.fail_weight(t), t) for t in self.tasks()]
+
+    def checkpoint_weight(self, read: bool, owned: bool) -> int:
+        """A checkpoint weighs little while another awaits its completion or the sinks hold records a
+        failover would commit (SRC-29; less little with late notifications, SRC-17: a later
+        checkpoint taken before one commits them), or, with silent completions, while a reader that owns a
+        split has read nothing since the last barrier (a poll first: SRC-22); much when the readers
+        read records a barrier would stage, more when they own splits (SRC-31)."""
+        m = self.model
+        if self.completable():
+            return 2
+        if any(self.unconfirmed(r) for r in range(m.parallelism)):  # a late notification needs one
+            return 6 if self.f.late else 2
+        if self.f.silent and not read and self.unread():
+            return 2
+        return 16 if read else 10 if owned else 6
+
+    def late_weight(self, cid: int) -> int:
+        """A late notification weighs more while a later checkpoint is pending (SRC-17: its bucket must
+        stay), and while the sinks hold records it commits after a later checkpoint was taken."""
+        m = self.model
+        later = any(k > cid and cp.state in (TAKEN, BARRIER) for k, cp in m.checkpoints.items())
+        commits = any(k > cid for k in m.checkpoints) and any(
+            k <= cid and records for reader in m.readers for k, records in reader.staged.items())
+        return 16 if commits else 12 if later else 4
+
+    def restorable(self) -> bool:
+        """Whether the restore point holds some reader's unfinished splits (SRC-31)."""
+        point = self.model.last_completed
+        return point is not None and any(self.model.checkpoints[point].readers.values())
+
+    # ---- the fields of one step -----------------------------------------------------
+
+    def draw_step(self, draw: Any, kind: str) -> Step:
+        """A step of `kind`, its fields drawn each with a strategy of its own, valid now."""
+        m, f = self.model, self.f
+        pick = lambda xs: draw(st.sampled_from(xs))  # noqa: E731
+        if kind == "register":
+            return RegisterStep(pick(self.unregistered()))
+        if kind == "request":
+            return RequestStep(pick(self.registered()))
+        if kind == "poll":
+            return PollStep(pick(self.registered()), draw(st.integers(1, 3)))
+        if kind == "assign":
+            return AssignStep(pick(self.registered()))
+        if kind == "push":
+            return AssignStep(pick(self.unregistered()))
+        if kind == "discover":
+            return DiscoverStep(draw(st.integers(0, f.max_records)))
+        if kind == "barrier":
+            assert m.valve is not None
+            return BarrierStep(m.valve)
+        if kind == "checkpoint":  # ids 1, 2, ... in the order they are taken; one in eight fails (SRC-19)
+            return CheckpointStep(len(m.checkpoints) + 1, fails=draw(st.integers(0, 7)) == 7)
+        if kind == "complete":
+            return self.draw_completion(draw)
+        if kind == "abort":
+            return AbortStep(pick(self.pending()))
+        if kind == "notify":
+            return CompleteStep(pick(self.late()))
+        if kind == "fail":
+            producers = sorted({e[0] for e in self.config.blocking})
+            task = weighted(draw, self.failures())
+            lost = draw(st.integers(0, 2 ** len(producers) - 1))
+            return FailStep(task, tuple(p for i, p in enumerate(producers) if lost >> i & 1))
+        if kind == "fail_enumerator":
+            return FailEnumeratorStep()
+        current = m.parallelism  # rescale: another parallelism first (SRC-31: the states cut anew)
+        return RescaleStep(pick([p for p in range(1, f.max_readers + 1) if p != current] + [current]))
+
+    def draw_completion(self, draw: Any) -> CompleteStep:
+        """A completion, with notification (the plainest) or, with `silent`, without: a third of the
+        time, two thirds when the readers staged records before its barrier (SRC-22, SRC-29)."""
+        cid = draw(st.sampled_from(self.completable()))
+        if not self.f.silent:
+            return CompleteStep(cid)
+        staged = any(reader.staged.get(cid) for reader in self.model.readers)
+        return CompleteStep(cid, notify=draw(st.integers(0, 3)) < (1 if staged else 3))
+
+
+@st.composite
+def _next_step(draw: Any, d: _Drawing) -> Step | None:
+    """The next step, applied to the drawing: its kind (weighed by the state), then its fields; none
+    once the schedule has its most steps."""
+    if len(d.steps) >= d.f.max_steps:
+        return None
+    s = d.draw_step(draw, weighted(draw, d.kinds()))
+    d.apply(s)
+    return s
+
+
+def _steps(d: _Drawing) -> st.SearchStrategy[Any]:
+    """About twenty steps on average (a flat list averages five): lists of lists of steps, each
+    element drawn against the state the ones before left, so shrinking can delete any one."""
+    chunks = st.lists(st.lists(_next_step(d), min_size=1, max_size=10), min_size=1, max_size=5)
+    return st.lists(chunks, min_size=1, max_size=2)
+
 
 @st.composite
 def schedules(draw: Any, f: Features, config: SourcesConfig | None = None) -> Schedule:
-    """A valid sources schedule using the features."""
+    """A valid sources schedule using the features: steps drawn one at a time, each valid against the
+    model's state so far (SRC-41, SRC-46), so that shrinking can delete any one step and simplify
+    any field; bounded schedules may end with `end` (always with `always_end`)."""
     if config is None:
-        config = config_of(draw(CONFIG_BITS), f, draw(GRAPH_BITS) if f.graph else 0)
+        config = draw(configs(f))
     d = _Drawing(f, config)
-    for n in [n for chunk in draw(STEP_BITS) for n in chunk][: f.max_steps]:
-        step = d.step(n)
-        for s in step if isinstance(step, list) else [step]:
-            d.apply(s)
+    draw(_steps(d))
     end = config.bounded and f.end and (f.always_end or draw(st.booleans()))
     d.finish(end)
     return Schedule(AREA, config, tuple(d.steps))
