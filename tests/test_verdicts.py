@@ -156,3 +156,15 @@ def test_a_rule_the_counterexample_may_break_but_does_not_single_out_is_inconclu
     assert v["AIO-1"].verdict == V.INCONCLUSIVE
     assert v["AIO-1"].reason == ("p failed on AIO-2; its counterexample may break this rule too, but the "
                                  "difference does not single it out")
+
+
+def test_a_listed_rule_stopped_on_other_expected_failures_is_an_expected_failure() -> None:
+    """A rule the adapter lists, whose property stopped on another listed rule, fails as expected with
+    its own reason; unlisted, or stopped on a failure that is not expected, it stays inconclusive."""
+    results = [V.ItemResult("ex", ["AIO-2"], V.XFAIL, blamed=["AIO-1"], reproducer="r"),
+               V.ItemResult("q", ["AIO-2"], V.PASSED, schedules=5)]
+    v = by_id(results, {"AIO-1": "known", "AIO-2": "its example needs AIO-1"})
+    assert (v["AIO-2"].verdict, v["AIO-2"].reason) == (V.XFAIL, "its example needs AIO-1")
+    assert by_id(results, {"AIO-1": "known"})["AIO-2"].verdict == V.INCONCLUSIVE  # not listed
+    failing = [V.ItemResult("ex", ["AIO-2"], V.FAILED, blamed=["AIO-1"], reproducer="r")]
+    assert by_id(failing, {"AIO-2": "its example needs AIO-1"})["AIO-2"].verdict == V.INCONCLUSIVE
