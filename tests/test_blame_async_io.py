@@ -374,6 +374,18 @@ CASES: dict[str, tuple[dict[str, Any], str, str, str, tuple[str, ...], tuple[str
         @6 emit r3 5 ts=-
         @7 emit r2 4 ts=-
         """, ("AIO-12",), ("AIO-9", "AIO-8")),
+    # AIO-44's example with the barrier taken past the blocked r1 (a Spark micro-batch commits once its
+    # queue drained): nothing the spec keeps waiting is in the snapshot, so the barrier overtook it.
+    "a checkpoint taken past a blocked record": ({"capacity": 1}, """
+        record 7
+        record 8
+        checkpoint 1
+        """, """
+        @0 invoke r0 #1
+        """, """
+        @0 invoke r0 #1
+        @2 checkpoint 1 []
+        """, ("AIO-44",), ("AIO-7",)),
     # D5 (Flink 2.3.0): the timeout at exactly the deadline is an outcome Flink still retries (its
     # check is now - admission > timeout), so the task does not fail; the spec fails it: AIO-33.
     "an outcome at its deadline retried": ({"capacity": 1, "timeout": 1,
