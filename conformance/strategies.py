@@ -13,10 +13,22 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from flink_semantics.reference import run as reference_run
-from flink_semantics.spec.schedule import ScheduleError, schedule_from_dict
+from flink_semantics.spec.schedule import Schedule, ScheduleError, schedule_from_dict
 from hypothesis import strategies as st
 
 T = TypeVar("T")
+
+
+def with_changes(base: Schedule, config: dict[str, Any] | None = None,
+                 steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A valid schedule's JSON with some configuration fields replaced and/or other steps (the
+    malformed schedules' starting point)."""
+    d = base.to_dict()
+    if config is not None:
+        d["config"].update(config)
+    if steps is not None:
+        d["steps"] = steps
+    return d
 
 
 def batches(schedule_strategy: st.SearchStrategy[T], max_size: int = 12,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flink_semantics.conformance.strategies import Malformed, batches
+from flink_semantics.conformance.strategies import with_changes as _with
 from flink_semantics.reference.sources import ABORTED, BARRIER, COMPLETED, TAKEN, Model
 from flink_semantics.spec.adapter import unsupported
 from flink_semantics.spec.areas.sources import (
@@ -383,16 +384,6 @@ def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[S
 # --------------------------------------------------------------------------
 # Malformed schedules (SRC-40..SRC-46 and the shared SCH rules)
 # --------------------------------------------------------------------------
-
-
-def _with(base: Schedule, config: dict[str, Any] | None = None,
-          steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    d = base.to_dict()
-    if config is not None:
-        d["config"].update(config)
-    if steps is not None:
-        d["steps"] = steps
-    return d
 
 
 @st.composite

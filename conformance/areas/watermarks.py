@@ -40,6 +40,7 @@ from flink_semantics.conformance.areas import (
     watermarks_blame,
 )
 from flink_semantics.conformance.strategies import Malformed, batches
+from flink_semantics.conformance.strategies import with_changes as _with
 from flink_semantics.reference.watermarks import Model
 from flink_semantics.spec.adapter import unsupported
 from flink_semantics.spec.areas.watermarks import (
@@ -515,16 +516,6 @@ def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[S
 # --------------------------------------------------------------------------
 # Malformed schedules (WM-28, WM-29 and the shared SCH rules)
 # --------------------------------------------------------------------------
-
-
-def _with(base: Schedule, config: dict[str, Any] | None = None,
-          steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    d = base.to_dict()
-    if config is not None:
-        d["config"].update(config)
-    if steps is not None:
-        d["steps"] = steps
-    return d
 
 
 @st.composite
