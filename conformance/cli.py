@@ -6,12 +6,13 @@
     python -m flink_semantics.conformance draw SCHEDULE.json [--adapter NAME]   its timeline (SVG and PNG)
     python -m flink_semantics.conformance matrix REPORT.json ...                rules x adapters
     python -m flink_semantics.conformance strength MODULE ...                   run wrong adapters
+    python -m flink_semantics.conformance reverdict REPORT.json ...             verdicts again from a report
 
 SCHEDULE.json is a file, `-` for standard input, or the schedule inline with --json '<text>' (one
 of them).  check and replay exit with 0 conforms (or replayed), 1 does not conform, 2 a usage error
 or a malformed schedule, 3 the adapter could not run.  Each other subcommand lives in its own
 module (`configure(parser)` adds its arguments, `run(args)` returns the exit status, `EXAMPLE` is
-shown by --help): conformance/rules.py, draw.py, matrix.py, strength.py.
+shown by --help): conformance/rules.py, draw.py, matrix.py, strength.py, reverdict.py.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ PROG = "python -m flink_semantics.conformance"
 
 # Subcommands with a module of their own: name -> module.
 MODULES = {"rules": "flink_semantics.conformance.rules", "draw": "flink_semantics.conformance.draw",
-           "matrix": "flink_semantics.conformance.matrix", "strength": "flink_semantics.conformance.strength"}
+           "matrix": "flink_semantics.conformance.matrix", "strength": "flink_semantics.conformance.strength",
+           "reverdict": "flink_semantics.conformance.reverdict"}
 
 EXAMPLES = {
     "check": f"""examples:

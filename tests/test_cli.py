@@ -108,7 +108,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
                         capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("command", ["check", "replay", "rules", "draw", "matrix", "strength"])
+@pytest.mark.parametrize("command", ["check", "replay", "rules", "draw", "matrix", "strength", "reverdict"])
 def test_every_subcommand_says_what_it_does_its_arguments_and_an_example(
         command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
