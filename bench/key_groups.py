@@ -19,16 +19,17 @@
 
     PYTHONPATH=. python bench/key_groups.py [--runs 3] [--keys 1000000]
     PYTHONPATH=. python bench/key_groups.py --stream [--schedules 500] [--runs 1] [--calls 1] \
-        [--query-partitions 2]
+        [--query-partitions 1]
 
 `--stream` measures instead the conformance schedules per second through streaming queries:
 `--schedules` drawn schedules of every supported feature (the rescaling properties' features)
 through `key_groups/stream.py`'s `run_many` (the public API, one query per round of restores:
-as many as the call's deepest chain of restores, each with at most two state partitions) against
-the task-mode adapter (the engine in a Spark task), and where run_many's time goes: query starts,
-micro-batches (the first of a round reads the restored state with the state data source and
-redistributes it), query stops, outputs.  `--calls k` cuts the schedules into k run_many calls, as
-the suite does (a call per property: about 50 to 70 schedules).
+as many as the call's deepest chain of restores, each with at most `--query-partitions` state
+partitions, default 1 as stream.QUERY_PARTITIONS) against the task-mode adapter (the engine in a
+Spark task), and where run_many's time goes: query starts, micro-batches (the first of a round reads
+the restored state with the state data source and redistributes it), query stops, outputs.
+`--calls k` cuts the schedules into k run_many calls, as the suite does (a call per property:
+about 50 to 70 schedules).
 
 One warm Spark session (local[2]: adapters/pyspark/session.py).  Prints medians and ranges over
 `--runs`.  The exit status is 0 whenever the benchmark ran.  Not part of the test run.
@@ -212,7 +213,7 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true", help="schedules/s through run_many vs task mode")
     parser.add_argument("--schedules", type=int, default=500, help="drawn schedules (--stream)")
     parser.add_argument("--calls", type=int, default=1, help="run_many calls (--stream)")
-    parser.add_argument("--query-partitions", type=int, default=2,
+    parser.add_argument("--query-partitions", type=int, default=1,
                         help="the most state partitions of a round's query (--stream; "
                              "stream.QUERY_PARTITIONS)")
     args = parser.parse_args()

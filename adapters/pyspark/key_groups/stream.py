@@ -82,10 +82,14 @@ STREAM_UNSUPPORTED: dict[str, str | None] = {
         "be another key (\"?\") in the query's grouping and state (KG-34)"),
 }
 
-# The state partitions of a round's query (the machine's two cores): subtask t of a job lives in
-# partition t mod 2, as its own grouping key (a task and a RocksDB instance per subtask per
-# micro-batch cost seconds each at a round's 16 subtasks).
-QUERY_PARTITIONS = 2
+# The state partitions of a round's query: subtask t of a job lives in partition t mod
+# QUERY_PARTITIONS, as its own grouping key (a task and a RocksDB instance per subtask per
+# micro-batch cost seconds each at a round's 16 subtasks).  One: bench/key_groups.py --stream on 120
+# drawn schedules (3 queries, 4 micro-batches), the 2-core machine under load 8 to 10, gave 0.39
+# schedules/s with one partition against 0.35 with two, the micro-batches 184 s against 240 s (one
+# Python worker and one RocksDB instance per micro-batch instead of two).  Routing rows to more state
+# partitions than one is checked by tests/test_pyspark_key_groups_stream.py (a partition per subtask).
+QUERY_PARTITIONS = 1
 INPUT_SCHEMA = ("job int, seq long, kind string, key string, type string, value long, target int, "
                 "name string, mode string, element long")
 
