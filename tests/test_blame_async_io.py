@@ -251,6 +251,39 @@ CASES: dict[str, tuple[dict[str, Any], str, str, str, tuple[str, ...], tuple[str
         @1 invoke r1 #1
         @4 checkpoint 1 [r0, w5]
         """, ("AIO-44",), ()),
+    # The same with an empty result: r1 may have left the queue before r0 (an emission with no output
+    # shows no event), AIO-12; or freed its slot without emission (AIO-8), or the snapshot left it out
+    # (AIO-44).  OrderedAsUnordered's counterexample of test_checkpoint_and_restore, shortened.
+    "a snapshot without a completed record of no result": ({"capacity": 3}, """
+        record 7
+        record 8
+        complete r1 []
+        checkpoint 1
+        """, """
+        @0 invoke r0 #1
+        @1 invoke r1 #1
+        @3 checkpoint 1 [r0, r1]
+        """, """
+        @0 invoke r0 #1
+        @1 invoke r1 #1
+        @3 checkpoint 1 [r0]
+        """, ("AIO-12",), ("AIO-8", "AIO-44")),
+    # Unordered: r1 completes behind the watermark, which waits for r0: it left its segment early, AIO-13.
+    "unordered snapshot without a completed record of no result": ({"mode": "unordered", "capacity": 4}, """
+        record 7
+        watermark 5
+        record 8
+        complete r1 []
+        checkpoint 1
+        """, """
+        @0 invoke r0 #1
+        @2 invoke r1 #1
+        @4 checkpoint 1 [r0, w5, r1]
+        """, """
+        @0 invoke r0 #1
+        @2 invoke r1 #1
+        @4 checkpoint 1 [r0, w5]
+        """, ("AIO-13",), ("AIO-8", "AIO-44")),
     # A watermark admitted to a full queue shows no event; the barrier behind it then passes it.
     "a barrier passes a blocked watermark": ({"capacity": 1}, """
         record 7

@@ -27,7 +27,9 @@ The readings, each from the rule's text in spec/async-io.md:
   else ordered AIO-12, unordered AIO-14 for a record, AIO-13 for a watermark;
 * a record's values: another order of the same values or another timestamp, AIO-18;
 * a snapshot: other elements AIO-44, the same in another order AIO-45 (AIO-55 possible in unordered
-  mode); a barrier taken while the spec's is blocked behind an element, AIO-7;
+  mode); without a record the spec holds completed with an empty result, the mode's order (AIO-12,
+  AIO-13: it left the queue unseen), AIO-8 and AIO-44 possible; a barrier taken while the spec's is
+  blocked behind an element, AIO-44 or AIO-7 (its snapshot holds an element the spec keeps waiting);
 * a status, AIO-51.
 """
 
@@ -514,4 +516,17 @@ def _checkpoints(at: Step, expected: Sequence[Event], observed: Sequence[Event])
         return _over_admission(at, tuple(extra[0]))  # an element the spec keeps in the channel
     if Counter(want) == Counter(got):
         return Blame(("AIO-45",), () if at.ordered else ("AIO-55",))  # AIO-45: queue order
+    missing = [tuple(k) for k in want if k not in got]
+    if missing and _left_unseen(at, missing[0]):
+        # A completed record with no result leaves the queue without an event: the adapter emitted it
+        # before an entry queued before it (the mode's order), or freed its slot without emission
+        # (AIO-8), or its snapshot left it out (AIO-44); the trace cannot tell them apart.
+        return Blame(("AIO-12",) if at.ordered else ("AIO-13",), ("AIO-8", "AIO-44"))
     return Blame(("AIO-44",))  # AIO-44: exactly the queued input elements
+
+
+def _left_unseen(at: Step, key: Key) -> bool:
+    """Whether `key` is a record the spec's queue holds completed with an empty result (AIO-19) behind
+    an entry it waits for: its emission would show no event."""
+    entry = next((e for e in at.after if e.key == key), None)
+    return entry is not None and key[0] == "record" and entry.complete and not entry.result
