@@ -301,13 +301,50 @@ def _summary_table(m: Matrix) -> list[str]:
     return lines
 
 
+# The rules an adapter can be checked on: every rule but the untested ones (no property checks
+# them, for the reason spec/ gives) and those the suite checks without the adapter.  An adapter
+# conforms on a rule it passed or fails as listed, with its reason (an expected failure).
+_UNCHECKABLE = (UNTESTED, SUITE_ONLY, ABSENT)
+CONFORMING = (PASSED, XFAIL)
+SHARE_NOTE = ("Per area, the rules an adapter passed or fails as an expected failure (with its "
+              "reason), of the rules it can be checked on: every rule but the untested ones (no "
+              "property can check them: spec/ says why) and those the suite checks without the "
+              "adapter (`suite only`); an unsupported, inconclusive, failed or not run rule counts "
+              "against it. Percentages are rounded down.")
+
+
+def share(counts: dict[str, int]) -> tuple[int, int]:
+    """(conforming, checkable) of a column's counts."""
+    checkable = sum(n for kind, n in counts.items() if kind not in _UNCHECKABLE)
+    return sum(counts[k] for k in CONFORMING), checkable
+
+
+def share_text(counts: dict[str, int]) -> str:
+    """`54/60 (90%)`, or `—` when nothing of it can be checked (the area was not run)."""
+    ok, n = share(counts)
+    return f"{ok}/{n} ({100 * ok // n}%)" if n else "—"
+
+
+def _share_table(m: Matrix) -> list[str]:
+    areas_ = [t for t in m.tables if t.name != VOCABULARY]
+    lines = ["| adapter | all areas | " + " | ".join(t.title for t in areas_) + " |",
+             "| --- | ---: | " + " | ".join("---:" for _ in areas_) + " |"]
+    for i, adapter in enumerate(m.adapters):
+        rows = [r for t in areas_ for r in t.rows]
+        lines.append(f"| `{adapter}` | {share_text(m.counts(i, rows))} | "
+                     + " | ".join(share_text(m.counts(i, t.rows)) for t in areas_) + " |")
+    return lines
+
+
 def markdown(m: Matrix) -> str:
-    """The matrix as GitHub Markdown: the summary table, then one <details> block per area."""
+    """The matrix as GitHub Markdown: the summary table, the conforming share per area, then one
+    <details> block per area."""
     lines = [GENERATED, "",
              "`✓ n`: passed, over n schedules; `✗`: failed; `—`: the adapter did not run the area. "
              "Every other cell's reason, and each reproducer, is in the notes under its area's table, "
              "by rule.", ""]
     lines += _summary_table(m)
+    lines += ["", SHARE_NOTE, ""] + _share_table(m)
     for table in m.tables:
         lines += ["", _md_area(m, table)]
     return "\n".join(lines) + "\n"
@@ -465,6 +502,14 @@ def html_page(m: Matrix) -> str:
     for adapter, t in zip(m.adapters, totals):
         out.append(f"<tr><td><code>{_h(adapter)}</code></td><td>{sum(t.values()) - t[ABSENT]}</td>"
                    + "".join(f"<td>{t[k]}</td>" for k in kinds) + "</tr>")
+    areas_ = [t for t in m.tables if t.name != VOCABULARY]
+    out += ["</tbody></table>", f"<p>{_h(SHARE_NOTE)}</p>",
+            '<table class="summary share"><thead><tr><th>adapter</th><th>all areas</th>'
+            + "".join(f"<th>{_h(t.title)}</th>" for t in areas_) + "</tr></thead><tbody>"]
+    for i, adapter in enumerate(m.adapters):
+        rows = [r for t in areas_ for r in t.rows]
+        out.append(f"<tr><td><code>{_h(adapter)}</code></td><td>{_h(share_text(m.counts(i, rows)))}</td>"
+                   + "".join(f"<td>{_h(share_text(m.counts(i, t.rows)))}</td>" for t in areas_) + "</tr>")
     out += ["</tbody></table>", '<form id="filters">',
             '<label>area <select id="f-area"><option value="">all</option>'
             + "".join(_option(t.name, t.title) for t in m.tables) + "</select></label>",
