@@ -3,16 +3,16 @@ construction), and malformed schedules broken in one way (or two, where the chec
 name their rule.
 
 `Features` says which parts of the vocabulary a property uses; `Features.restrict` drops what an
-adapter cannot run.  A configuration is drawn field by field (`configs`), then a list of steps
-(`steps`, issue 32 item 4): each step's kind is drawn with weights that depend on the schedule so
-far (`_Drawing.kinds`), then its fields, each with a strategy of its own; so shrinking can delete
-any single step and simplify any field towards the plainest step (a record with a small
-timestamp), and no drawn value stands for several steps.  With alignment, the weights string single
-steps into the sequences the rare states need: after a record at the highest timestamp so far,
-often one on another split beyond every drift above it (`ahead`), or exactly the drift above it or
-one more (`edge`, WM-25's boundary); that split is then a lead, and the weights favour a periodic
-interval, then announcements until the samplers hold it (WM-25, WM-26), or first, with idleness,
-its silence while another split talks, until it is idle (an idle split above the allowed maximum,
+adapter cannot run.  A configuration is drawn field by field (`configs`), then a list of moves
+(`moves`, issue 32 item 4), each one step: its fields (`Move`) are drawn whatever the schedule so
+far, so shrinking can delete any single move and leave the others as they were, and simplify any
+field towards the plainest step (a record on the first split at timestamp 0); no drawn value stands
+for several steps.  With alignment, a move's `carry` strings single steps into the sequences the
+rare states need (`_Drawing.carried`): after a record at the highest timestamp so far, often one on
+another split beyond every drift above it (`ahead`), or exactly the drift above it or one more
+(`edge`, WM-25's boundary); that split is then a lead, and the moves that carry it on are a periodic
+interval, then announcements until the samplers hold it (WM-25, WM-26), or first, with idleness, its
+silence while another split talks, until it is idle (an idle split above the allowed maximum,
 WM-26), and, with failovers, a failover while it is held (WM-16).  Malformed schedules combine two
 causes too (`_refused_twice`), where the checks are ordered.  The valve's property draws rounds of
 records and silences instead, and some of them follow D1's relay among three readers (`_relay`), so
@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from flink_semantics.conformance.areas.sources_strategies import weighted
 from flink_semantics.conformance.strategies import Malformed, batches
 from flink_semantics.conformance.strategies import with_changes as _with
 from flink_semantics.spec.adapter import unsupported
@@ -93,27 +92,51 @@ def configs(draw: Any, f: Features) -> WatermarksConfig:
     )
 
 
-# The kinds of step, the plainest first: each kind is one step, its fields drawn after it.  With
-# alignment, `level` (a record at the highest timestamp so far), `ahead` (one beyond every drift
-# above it), `edge` (exactly the drift above it, or one more) and `interval` (a periodic interval)
-# are kinds of their own, which the state's weights string into the sequences that hold readers and
-# splits (`_Drawing.kinds`).
-KINDS = ("record", "tick", "add_split", "finish_split", "align", "failover", "level", "ahead", "edge",
-         "interval")
-_PLAIN = {"record": 3, "tick": 3, "add_split": 2, "finish_split": 1, "align": 4, "failover": 1, "level": 2,
-          "ahead": 2, "edge": 2, "interval": 0}
-_BOOST = 24  # the weight the state adds to the step that carries a lead on (more than half the draws)
+@dataclass(frozen=True)
+class Move:
+    """One drawn step, every field drawn whatever the state, so that deleting a move leaves the others
+    as they were: `carry` (0: the kind drawn; 1 to 4: while a lead is carried, the step that carries
+    it on, `_Drawing.carried`), the `kind`, `which` (a split or a reader) and `value` (a timestamp or
+    a duration).  Shrinking goes towards a record on the first split at timestamp 0."""
+
+    carry: int
+    kind: str
+    which: int = 0
+    value: int = 0
+
+
+def _kinds(f: Features) -> tuple[str, ...]:
+    """The kinds of move a feature set draws, weighted by repetition, the plainest first.  With
+    alignment, `level` (a record at the highest timestamp so far), `ahead` (one beyond every drift
+    above it) and `edge` (exactly the drift above it, or one more) are kinds of their own."""
+    kinds = ["record"] * 3 + ["tick"] * 3 + ["add_split"] * 2 + (["finish_split"] if f.finish else [])
+    if f.alignment:
+        kinds += ["align"] * 4 + ["level"] * 2 + ["ahead", "edge"]
+    return (*kinds, *(["failover"] if f.failover else []))
+
+
+def moves(f: Features) -> st.SearchStrategy[list[Move]]:
+    """About fifteen moves on average (a flat list averages five); with alignment, about twice as
+    many, as many of them carrying leads."""
+    move = st.builds(Move, st.integers(0, 4), st.sampled_from(_kinds(f)), st.integers(0, 7),
+                     st.integers(0, 47))
+    chunks = st.lists(st.lists(move, min_size=1, max_size=10), min_size=1, max_size=5)
+    if f.alignment:
+        chunks = st.lists(chunks, min_size=1, max_size=3).map(lambda xs: [c for x in xs for c in x])
+    return chunks.map(lambda cs: [m for c in cs for m in c])
+
+
 _SPLIT_GAP = 21  # an `ahead` record is this much, or up to 7 more, above the highest so far (> every drift)
 
 
 class _Drawing:
     """One schedule being drawn: the splits added and finished so far, and the lead being carried.
-    A lead is a split whose `ahead` or `edge` record put it beyond the others; the weights then
-    favour (WM-22..WM-26) a periodic interval, so that it sends its watermark, and announcements until
-    the samplers hold it (it, or its reader, is held); or, with idleness, first its silence while
-    another split talks at the highest timestamp before it, until it is idle (an idle split above the
-    allowed maximum, WM-26; an idle reader while another is held, WM-14, WM-25); then, with
-    failovers, one while it is held (WM-16: alignment starts afresh)."""
+    A lead is a split whose `ahead` or `edge` record put it beyond the others; the moves that carry
+    it on (`carried`) are a periodic interval, so that it sends its watermark (WM-22..WM-24), and
+    announcements until the samplers hold it (it, or its reader, is held: WM-25, WM-26); or, with
+    idleness, first its silence while another split talks at the highest timestamp before it, until
+    it is idle (an idle split above the allowed maximum, WM-26; an idle reader while another is held,
+    WM-14, WM-25); then, with failovers, one while it is held (WM-16: alignment starts afresh)."""
 
     def __init__(self, f: Features, config: WatermarksConfig):
         self.f, self.config = f, config
@@ -150,32 +173,15 @@ class _Drawing:
         return (c.idleness is not None and self.aligns == 0
                 and self.quiet < c.interval * (c.idleness // c.interval + 3))
 
-    def kinds(self) -> list[tuple[int, str]]:
-        """The kinds of step valid next, each with its weight in the state so far, the plainest first."""
-        w = dict(_PLAIN)
-        f = self.f
-        if not f.alignment:
-            w.update(align=0, level=0, ahead=0, edge=0)
-        if not f.finish:
-            w["finish_split"] = 0
-        if not f.failover:
-            w["failover"] = 0
-        if f.alignment and self.lead is None and self.last == "level":
-            w["ahead"] += _BOOST // 2
-            w["edge"] += _BOOST // 2
-        elif f.alignment and self.carrying():
-            w.update(level=0, ahead=0, edge=0)  # no other lead while one is carried
-            carry = self._carry()
-            for k in carry:
-                w[k] += _BOOST // len(carry)
-        if self.talked and self._resting() and self.ticked:
-            w["align"] = 0  # the lead goes idle before the announcements
-        return [(w[k], k) for k in KINDS]
-
-    def _carry(self) -> tuple[str, ...]:
-        """The steps that carry the lead on (one kind more often for each time it is named): after
-        its interval, announcements, or, with idleness and more often, first its silence while
-        another split talks."""
+    def carried(self) -> tuple[str, ...]:
+        """The kinds of step that carry a lead on (one more often for each time it is named), a move's
+        `carry` picks among them: after a level record, a lead (`ahead` or `edge`); while a lead is
+        carried, its interval, then announcements, or, with idleness and more often, first its
+        silence while another split talks, then announcements, then a failover."""
+        if not self.f.alignment:
+            return ()
+        if not self.carrying():
+            return ("ahead", "edge") if self.last == "level" else ()
         if not self.ticked:
             return ("interval",)
         if self._resting():
@@ -184,31 +190,36 @@ class _Drawing:
             return ("level",) if self.hush >= 2 * self.config.interval else ("interval",)
         return ("align",) if self.aligns < self._rounds() else ("failover",)
 
-    def draw_step(self, draw: Any, kind: str) -> Step:
-        """The step of a kind, its fields drawn in the schedule so far: always valid (WM-29); a kind
-        that has nothing to act on (a record with no live split) adds a split, or ticks."""
+    def step_of(self, m: Move) -> tuple[str, Step]:
+        """The kind a move stands for in the schedule drawn so far, and its step: always valid
+        (WM-29); a move that has nothing to act on (a record with no live split) adds a split, or
+        ticks."""
+        options = self.carried()
+        kind = options[(m.carry - 1) % len(options)] if m.carry and options else m.kind
+        if kind in ("ahead", "edge") and self.carrying() and not (m.carry and options):
+            kind = "record"  # no other lead while one is carried
         live, c = self.live(), self.config
         if kind in ("record", "finish_split", "level", "ahead", "edge") and not live:
             kind = "add_split" if self.room() else "tick"
         if kind == "add_split" and not self.room():
             kind = "tick"
         if kind == "record":
-            return RecordStep(draw(st.sampled_from(live)), draw(st.integers(0, 47)))
+            return kind, RecordStep(live[m.which % len(live)], m.value)
         if kind == "add_split":
-            return AddSplitStep(draw(st.integers(0, c.readers - 1)), len(self.splits))
+            return kind, AddSplitStep(m.which % c.readers, len(self.splits))
         if kind == "finish_split":
-            return FinishSplitStep(draw(st.sampled_from(live)))
+            return kind, FinishSplitStep(live[m.which % len(live)])
         if kind == "align":
-            return AlignStep()
+            return kind, AlignStep()
         if kind == "failover":
-            return FailoverStep()
+            return kind, FailoverStep()
         if kind == "interval":
-            return TickStep(c.interval)
+            return kind, TickStep(c.interval)
         if kind == "tick":
-            return TickStep(draw(st.integers(1, 2 * c.interval + 3)))
-        return self._record(draw, kind, live)
+            return kind, TickStep(1 + m.value % (2 * c.interval + 3))
+        return kind, self._record(m, kind, live)
 
-    def _record(self, draw: Any, kind: str, live: list[int]) -> Step:
+    def _record(self, m: Move, kind: str, live: list[int]) -> Step:
         """A `level` record: at the highest timestamp so far, or, while a lead is carried, the highest
         before it (on a split of the lead's reader first, or another); an `ahead` record beyond every
         drift above it, an `edge` one exactly the drift above it or one more, on a split other than
@@ -218,15 +229,16 @@ class _Drawing:
             lead = self.lead
             if lead is not None and self.carrying():
                 siblings = [s for s in live if s != lead and self.splits[s] == self.splits[lead]]
-                others = siblings + [s for s in live if s != lead and s not in siblings]
-                return RecordStep(draw(st.sampled_from(others or live)), self.base)
-            return RecordStep(draw(st.sampled_from(live)), self.top)
+                others = siblings + [s for s in live if s != lead and s not in siblings] or live
+                return RecordStep(others[m.which % len(others)], self.base)
+            return RecordStep(live[m.which % len(live)], self.top)
         away = [s for s in live if last is None or (s != last and self.splits[s] != self.splits[last])]
         away += [s for s in live if s != last and s not in away]
-        split = draw(st.sampled_from(away or live))
+        away = away or live
+        split = away[m.which % len(away)]
         if kind == "ahead":
-            return RecordStep(split, self.top + _SPLIT_GAP + draw(st.integers(0, 7)))
-        return RecordStep(split, self.top + (self.config.max_drift or 0) + draw(st.integers(0, 1)))
+            return RecordStep(split, self.top + _SPLIT_GAP + m.value % 8)
+        return RecordStep(split, self.top + (self.config.max_drift or 0) + m.value % 2)
 
     def apply(self, s: Step, kind: str = "") -> None:
         if isinstance(s, AddSplitStep):
@@ -254,24 +266,6 @@ class _Drawing:
             self.lead = None  # WM-16: alignment starts afresh
         self.last = kind
         self.steps.append(s)
-
-
-@st.composite
-def _next_step(draw: Any, d: _Drawing) -> None:
-    """One step drawn and applied: its kind weighed by the state so far (`_Drawing.kinds`), then its
-    fields; nothing once max_steps steps were drawn with no lead carried."""
-    if d.free >= d.f.max_steps and not d.carrying():
-        return
-    d.free += not d.carrying()
-    kind = weighted(draw, d.kinds())
-    d.apply(d.draw_step(draw, kind), kind)
-
-
-def steps(d: _Drawing) -> st.SearchStrategy[Any]:
-    """About fifteen steps on average (a flat list averages five); with alignment, about twice as
-    many, as many of them carrying leads."""
-    chunks = st.lists(st.lists(_next_step(d), min_size=1, max_size=10), min_size=1, max_size=5)
-    return st.lists(chunks, min_size=1, max_size=3) if d.f.alignment else chunks
 
 
 @st.composite
@@ -332,7 +326,7 @@ def _relay(draw: Any, config: WatermarksConfig) -> list[Step]:
 @st.composite
 def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) -> Schedule:
     """A valid watermarks schedule using the features: a configuration drawn field by field, then
-    steps (`steps`), or, for the valve, rounds (`_rounds`, or `_relay` one time in four with three
+    moves (`moves`), or, for the valve, rounds (`_rounds`, or `_relay` one time in four with three
     readers and idleness)."""
     if config is None:
         config = draw(configs(f))
@@ -343,7 +337,12 @@ def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) ->
         for s in rounds[: f.max_steps - 1] + rounds[-1:]:
             d.apply(s)
     else:
-        draw(steps(d))
+        for m in draw(moves(f)):
+            if d.free >= f.max_steps and not d.carrying():
+                break
+            d.free += not d.carrying()
+            kind, step = d.step_of(m)
+            d.apply(step, kind)
     if f.end and draw(st.booleans()):
         d.apply(EndStep())
     return Schedule(AREA, config, tuple(d.steps))
