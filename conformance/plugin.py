@@ -152,6 +152,13 @@ class ConformanceFailure(AssertionError):
         self.what = what  # one line: what differs
 
 
+class _Found(BaseException):
+    """Raised from a property's example once its gathered jobs met a difference: drawing the rest of
+    its examples would be wasted (the replay that follows meets the difference again and shrinks
+    it).  A BaseException, not an Exception: hypothesis lets it through as it lets KeyboardInterrupt,
+    without taking it for the property's failure or shrinking it."""
+
+
 @dataclass
 class _Job:
     """One run_batch in a worker thread."""
@@ -168,9 +175,10 @@ class _Gathering:
     At most `concurrency` jobs run at a time (the adapter's `concurrent_jobs`, default 1: adapters
     need not be thread-safe).  A job starts as soon as a slot is free and a quarter of `size` is
     gathered, with everything gathered meanwhile: so the adapter works while the property draws,
-    and jobs grow until it keeps up.  Finished jobs are checked as the property calls `add`;
-    `finish` runs and checks the rest, and returns the first difference (or error), which the
-    plugin then reproduces by replaying the property.
+    and jobs grow until it keeps up.  Finished jobs are checked as the property calls `add`; once
+    one met a difference (or an error) the property draws no more examples (`_Found`); `finish`
+    runs and checks the rest, and returns the first difference, which the plugin then reproduces by
+    replaying the property.
     """
 
     def __init__(self, conformance: Conformance, size: int, concurrency: int = 1):
@@ -440,6 +448,8 @@ class Conformance:
             if self.on_example is not None:
                 self.on_example()
             self.gathering.add(schedules)
+            if self.gathering.found is not None:
+                raise _Found()  # stop drawing: the replay meets the difference (pytest_runtest_call)
             return
         missing = [s for s in dict.fromkeys(schedules) if s not in self.known]
         if missing:
@@ -939,6 +949,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     try:
         try:
             yield
+        except _Found:
+            pass  # a job met a difference: the examples left are not drawn; the replay below meets it
         finally:
             found = conformance.gathering.finish()
             conformance.gathering = None

@@ -91,7 +91,8 @@ def test_wrong_async_io_adapter_is_caught(run_suite, mutant) -> None:  # type: i
     """Every async I/O mutant (tests/wrong_adapters.py: MUTANTS) fails its property, and its report
     names the rule, before "(the property checks ...)" (unshrunk: the tests above check shrunk reports)."""
     adapter = f"tests.wrong_adapters:{mutant.name}"
-    result = run_suite("--adapter", adapter, "-k", mutant.prop, "--conformance-shrink", "no")
+    result = run_suite("--adapter", adapter, "-k", mutant.prop, "--conformance-shrink", "no",
+                       "--corpus", "none")
     out = result.stdout.str()
     assert result.ret == 1, out
     assert f"adapter '{mutant.name}' does not conform" in out, out

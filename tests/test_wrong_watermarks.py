@@ -27,9 +27,10 @@ def test_wrong_watermarks_adapter_is_caught(run_suite, adapter: str, prop: str, 
     # Alignment is SHOULD-level: its failures fail the run only with --strict.
     strict = ["--strict"] if prop == "test_alignment" else []
     # Unshrunk (as the async I/O mutants in test_suite_failures): this checks the catch and the rule
-    # named; shrinking is tested there and measured by `strength` (docs/running-the-suite.md).
+    # named; shrinking is tested there and measured by `strength` (docs/running-the-suite.md). No
+    # corpus: nothing replayed, nor saved and drawn (tests/test_corpus_coverage_progress.py does that).
     result = run_suite("--adapter", f"tests.wrong_watermarks:{adapter}", "--areas", "watermarks", "-k", prop,
-                       "--conformance-shrink", "no",
+                       "--conformance-shrink", "no", "--corpus", "none",
                        *strict)
     out = result.stdout.str()
     assert result.ret == 1, out
