@@ -190,6 +190,15 @@ class _Drawing:
             return ("level",) if self.hush >= 2 * self.config.interval else ("interval",)
         return ("align",) if self.aligns < self._rounds() else ("failover",)
 
+    def take(self, moves: list[Move]) -> None:
+        """The moves' steps, one each, until max_steps of them were taken with no lead carried."""
+        for m in moves:
+            if self.free >= self.f.max_steps and not self.carrying():
+                return
+            self.free += not self.carrying()
+            kind, step = self.step_of(m)
+            self.apply(step, kind)
+
     def step_of(self, m: Move) -> tuple[str, Step]:
         """The kind a move stands for in the schedule drawn so far, and its step: always valid
         (WM-29); a move that has nothing to act on (a record with no live split) adds a split, or
@@ -337,12 +346,7 @@ def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) ->
         for s in rounds[: f.max_steps - 1] + rounds[-1:]:
             d.apply(s)
     else:
-        for m in draw(moves(f)):
-            if d.free >= f.max_steps and not d.carrying():
-                break
-            d.free += not d.carrying()
-            kind, step = d.step_of(m)
-            d.apply(step, kind)
+        d.take(draw(moves(f)))
     if f.end and draw(st.booleans()):
         d.apply(EndStep())
     return Schedule(AREA, config, tuple(d.steps))
