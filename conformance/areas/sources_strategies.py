@@ -17,6 +17,7 @@ floors).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -87,27 +88,32 @@ class Features:
 # Between two tasks of a job graph: no edge half the time; shrinks to none.
 EDGES = ("none", "none", "pipelined", "blocking")
 
+# Strategies built once and drawn many times: building one per draw (`st.sampled_from(xs)`,
+# `st.integers(a, b)`) costs a cache look-up and a validation each time, more than the draw.
+_INDEXES: dict[int, st.SearchStrategy[int]] = {}
+_BOOLEANS = st.booleans()
+_POLL_RECORDS = st.integers(1, 3)
+_EIGHTHS = st.integers(0, 7)  # a checkpoint fails at 7 (SRC-19)
+_QUARTERS = st.integers(0, 3)  # a completion's notification
 
-@st.composite
-def configs(draw: Any, f: Features) -> SourcesConfig:
-    """A configuration, field by field: the readers, the splits' sizes; with a graph, 1-3 other tasks
-    and an edge kind for every pair of tasks, producer before consumer (so the graph is acyclic,
-    SRC-43)."""
-    readers = draw(st.integers(1, f.max_readers))
-    splits = tuple(draw(st.lists(st.integers(0, f.max_records), max_size=f.max_splits)))
-    if not f.graph:
-        return SourcesConfig(readers=readers, splits=splits, bounded=not f.unbounded)
-    tasks = draw(st.integers(1, 3))
-    pairs = [(u, v) for v in range(readers + tasks) for u in range(v)]
-    kinds = draw(st.lists(st.sampled_from(EDGES), min_size=len(pairs), max_size=len(pairs)))
-    return SourcesConfig(readers=readers, splits=splits, bounded=not f.unbounded, tasks=tasks,
-                         pipelined=tuple(p for p, k in zip(pairs, kinds) if k == "pipelined"),
-                         blocking=tuple(p for p, k in zip(pairs, kinds) if k == "blocking"))
+
+def _index(n: int) -> st.SearchStrategy[int]:
+    """0 to n - 1, shrinking towards 0: one strategy per n."""
+    s = _INDEXES.get(n)
+    if s is None:
+        s = _INDEXES[n] = st.integers(0, n - 1)
+    return s
+
+
+def pick(draw: Any, xs: list[Any] | tuple[Any, ...]) -> Any:
+    """One of xs, shrinking towards the first; as `st.sampled_from(xs)`, but with a strategy built once
+    per length (no choice drawn when there is one)."""
+    return xs[0] if len(xs) == 1 else xs[draw(_index(len(xs)))]
 
 
 def weighted(draw: Any, choices: list[tuple[int, Any]]) -> Any:
     """One of the choices, each as often as its weight; shrinks towards the first."""
-    i = draw(st.integers(0, sum(w for w, _ in choices) - 1))
+    i = draw(_index(sum(w for w, _ in choices)))
     for weight, choice in choices:
         if i < weight:
             return choice
@@ -115,9 +121,46 @@ def weighted(draw: Any, choices: list[tuple[int, Any]]) -> Any:
     raise AssertionError("unreachable")
 
 
+@functools.cache
+def _config_fields(f: Features) -> tuple[st.SearchStrategy[int], st.SearchStrategy[list[int]]]:
+    return st.integers(1, f.max_readers), st.lists(st.integers(0, f.max_records), max_size=f.max_splits)
+
+
+@functools.cache
+def _edge_kinds(pairs: int) -> st.SearchStrategy[list[str]]:
+    return st.lists(st.sampled_from(EDGES), min_size=pairs, max_size=pairs)
+
+
+_GRAPH_TASKS = st.integers(1, 3)
+
+
+def draw_config(draw: Any, f: Features) -> SourcesConfig:
+    """A configuration, field by field: the readers, the splits' sizes; with a graph, 1-3 other tasks
+    and an edge kind for every pair of tasks, producer before consumer (so the graph is acyclic,
+    SRC-43)."""
+    readers_st, splits_st = _config_fields(f)
+    readers = draw(readers_st)
+    splits = tuple(draw(splits_st))
+    if not f.graph:
+        return SourcesConfig(readers=readers, splits=splits, bounded=not f.unbounded)
+    tasks = draw(_GRAPH_TASKS)
+    pairs = [(u, v) for v in range(readers + tasks) for u in range(v)]
+    kinds = draw(_edge_kinds(len(pairs)))
+    return SourcesConfig(readers=readers, splits=splits, bounded=not f.unbounded, tasks=tasks,
+                         pipelined=tuple(p for p, k in zip(pairs, kinds) if k == "pipelined"),
+                         blocking=tuple(p for p, k in zip(pairs, kinds) if k == "blocking"))
+
+
+@st.composite
+def configs(draw: Any, f: Features) -> SourcesConfig:
+    """A configuration drawn as `draw_config` does."""
+    return draw_config(draw, f)
+
+
 class _Drawing:
-    """One schedule being drawn: the model, and the steps so far.  `kinds` weighs the kinds of step
-    valid next by the model's state; `draw_step` draws the fields of one."""
+    """One schedule being drawn: the model, and the steps so far.  `choices` weighs the steps valid
+    next (a kind with the reader, task or checkpoint it names) by the model's state; `draw_step`
+    draws the rest of one."""
 
     def __init__(self, f: Features, config: SourcesConfig):
         self.f, self.config = f, config
@@ -125,6 +168,10 @@ class _Drawing:
         self.steps: list[Step] = []
         self.taken: dict[int, int] = {}  # checkpoint -> the step that took it
         self.notified: list[tuple[int, int]] = []  # (step, checkpoint) of each notification
+        self.producers = sorted({e[0] for e in config.blocking})  # a failure may lose their outputs
+        # What `choices` found in the model's state, for `draw_step` (the model changes only in `apply`).
+        self.completable: list[int] = []
+        self.late: list[int] = []
 
     def apply(self, s: Step) -> None:
         if isinstance(s, CheckpointStep):
@@ -144,141 +191,132 @@ class _Drawing:
 
     # ---- what the model's state allows ---------------------------------------------
 
-    def registered(self) -> list[int]:
-        return [r for r in range(self.model.parallelism) if self.model.readers[r].registered]
-
-    def unregistered(self) -> list[int]:
-        return [r for r in range(self.model.parallelism) if not self.model.readers[r].registered]
-
-    def tasks(self) -> list[int]:
-        """The tasks a failure may hit: the running readers, the graph's other tasks."""
-        m = self.model
-        return self.registered() + list(range(m.parallelism, m.parallelism + self.config.tasks))
-
-    def completable(self) -> list[int]:
-        """Checkpoints whose barrier passed, newer than the last completed (SRC-46)."""
-        last = self.model.last_completed if self.model.last_completed is not None else -1
-        return [cid for cid, cp in self.model.checkpoints.items() if cp.state == BARRIER and cid > last]
-
-    def pending(self) -> list[int]:
-        return [cid for cid, cp in self.model.checkpoints.items() if cp.state in (TAKEN, BARRIER)]
-
-    def late(self) -> list[int]:
-        """Completed checkpoints whose notification may still come, late (SRC-17, SRC-46)."""
-        m = self.model
-        notified = m.last_notified if m.last_notified is not None else -1
-        return [cid for cid, cp in m.checkpoints.items() if cp.state == COMPLETED and cid > notified]
-
-    def exposed(self, r: int) -> bool:
+    def exposed(self, r: int, last: int) -> bool:
         """Whether the tracker holds a bucket of reader `r` under a checkpoint after the restore
-        point that was taken before the notification of an earlier one (SRC-17: it must stay, for a
-        failure to give its splits back, SRC-21)."""
-        last = self.model.last_completed if self.model.last_completed is not None else -1
+        point `last` that was taken before the notification of an earlier one (SRC-17: it must stay,
+        for a failure to give its splits back, SRC-21)."""
         return any(k > last and bucket.get(r) and any(n < k and at > self.taken[k] for at, n in self.notified)
                    for k, bucket in self.model.tracker.items())
 
-    def aborted(self, r: int) -> bool:
-        """Whether reader `r` has a bucket under an aborted checkpoint after the restore point (SRC-18:
-        a failure gives its splits back)."""
-        m = self.model
-        last = m.last_completed if m.last_completed is not None else -1
-        return any(k > last and bucket.get(r) and m.checkpoints[k].state == ABORTED
-                   for k, bucket in m.tracker.items())
+    def aborted(self, r: int, last: int) -> bool:
+        """Whether reader `r` has a bucket under an aborted checkpoint after the restore point `last`
+        (SRC-18: a failure gives its splits back)."""
+        checkpoints = self.model.checkpoints
+        return any(k > last and bucket.get(r) and checkpoints[k].state == ABORTED
+                   for k, bucket in self.model.tracker.items())
 
-    def unconfirmed(self, r: int) -> bool:
-        """Whether reader `r`'s sink holds records staged before the restore point's barrier and not
-        committed: its checkpoint completed without notification (SRC-29: a restore commits them)."""
+    def unconfirmed(self) -> list[bool]:
+        """For each reader, whether its sink holds records staged before the restore point's barrier
+        and not committed: its checkpoint completed without notification (SRC-29: a restore commits
+        them)."""
         point = self.model.last_completed
-        return point is not None and any(k <= point and records
-                                         for k, records in self.model.readers[r].staged.items())
+        if point is None:
+            return [False] * self.model.parallelism
+        return [any(k <= point and records for k, records in reader.staged.items())
+                for reader in self.model.readers[:self.model.parallelism]]
 
-    def unread(self) -> bool:
-        """Whether a running reader owns a split and has read nothing since the last barrier: a
-        checkpoint now would stage nothing of it (SRC-22, SRC-29 need staged records)."""
-        readers = self.model.readers
-        return any(readers[r].splits and not readers[r].pending for r in self.registered())
+    # ---- the steps, weighed by the state --------------------------------------------
 
-    # ---- the kinds, weighed by the state --------------------------------------------
-
-    def kinds(self) -> list[tuple[int, str]]:
-        """(weight, kind) of every kind of step valid next, the plainest first (hypothesis shrinks
-        towards it).  A kind that names a reader, a task or a checkpoint weighs as much for each it
-        may name.  The weights follow the model's state, so that the rare states where engines
-        lose or repeat records are reached without bursts of steps:
+    def choices(self) -> list[tuple[int, tuple[str, int | None]]]:
+        """(weight, (kind, what it names)) of every step valid next, the plainest first (hypothesis
+        shrinks towards it): a kind that names a reader, a task or a checkpoint is a choice for each
+        it may name (`None`: drawn with the step's other fields).  The weights follow the model's
+        state, so that the rare states where engines lose or repeat records are reached without
+        bursts of steps:
         - a barrier or a completion weighs much while a checkpoint awaits it (a restore point soon);
         - with silent completions, a reader owning a split that read nothing since the last barrier
           polls more often, and checkpoints are taken more often (SRC-22, SRC-29: a silent
           completion then leaves staged records for a failover to commit);
         - late notifications weigh more while a later checkpoint is pending (SRC-17: its bucket
           must stay);
-        - failures weigh three times as much while a checkpoint is pending (SRC-20: it is aborted)
-          or while the sinks hold records of a checkpoint completed without notification (SRC-29),
-          and eight times while a bucket is exposed to the notification of an earlier checkpoint
-          (SRC-17 with SRC-21);
+        - failures weigh three times as much while a checkpoint is pending (SRC-20: it is aborted),
+          and more while the sinks hold records of a checkpoint completed without notification
+          (SRC-29) or a bucket is exposed to the notification of an earlier checkpoint (SRC-17
+          with SRC-21) or under an aborted one (SRC-18);
         - a rescale weighs more while the restore point holds the readers' unfinished splits
           (SRC-31)."""
         m, f = self.model, self.f
-        registered, unregistered = self.registered(), self.unregistered()
-        silent_poll = 12 if f.silent and f.checkpoints and self.unread() else 0
-        out = [(8 * len(unregistered), "register"), (4 * len(registered), "request"),
-               (f.polls * len(registered) + silent_poll, "poll"), (len(registered), "assign")]
+        readers = m.readers
+        registered = [r for r in range(m.parallelism) if readers[r].registered]
+        unregistered = [r for r in range(m.parallelism) if not readers[r].registered]
+        out: list[tuple[int, tuple[str, int | None]]] = [(8, ("register", r)) for r in unregistered]
+        out += [(4, ("request", r)) for r in registered]
+        # With silent completions, the readers owning a split that read nothing since the last
+        # barrier share 12 more (a checkpoint now would stage nothing of them: SRC-22, SRC-29).
+        unread = [r for r in registered if readers[r].splits and not readers[r].pending]
+        bonus = 12 // len(unread) if unread and f.silent and f.checkpoints else 0
+        out += [(f.polls + (bonus if r in unread else 0), ("poll", r)) for r in registered]
+        out += [(1, ("assign", r)) for r in registered]
         if f.global_failures:  # SRC-4: a push to a reader not running restores the last checkpoint
-            out.append((3 * len(unregistered), "push"))
+            out += [(3, ("push", r)) for r in unregistered]
         if not self.config.bounded:
-            out.append((2, "discover"))
+            out.append((2, ("discover", None)))
+        last = m.last_completed if m.last_completed is not None else -1
+        unconfirmed = self.unconfirmed()
+        self.completable = []
         if f.checkpoints:
-            owned = any(m.readers[r].splits for r in registered)
-            read = any(m.readers[r].pending for r in registered)  # a barrier now stages records
+            self.completable = [cid for cid, cp in m.checkpoints.items()
+                                if cp.state == BARRIER and cid > last]
+            owned = any(readers[r].splits for r in registered)
+            read = any(readers[r].pending for r in registered)  # a barrier now stages records
             if m.valve is not None:
-                out.append((40 if read else 10, "barrier"))
+                out.append((40 if read else 10, ("barrier", None)))
             elif not unregistered:
-                out.append((self.checkpoint_weight(read, owned), "checkpoint"))
-            staged = [cid for cid in self.completable() if any(r.staged.get(cid) for r in m.readers)]
-            out.append((60 * len(self.completable()) + 60 * len(staged), "complete"))
-            out.append((3 * len(self.pending()), "abort"))
+                weight = self.checkpoint_weight(read, owned, unread, any(unconfirmed))
+                out.append((weight, ("checkpoint", None)))
+            staged = [cid for cid in self.completable if any(r.staged.get(cid) for r in readers)]
+            out.append((60 * len(self.completable) + 60 * len(staged), ("complete", None)))
+            out += [(3, ("abort", cid)) for cid, cp in m.checkpoints.items() if cp.state in (TAKEN, BARRIER)]
             if f.late:
-                out.append((sum(self.late_weight(cid) for cid in self.late()), "notify"))
-        if f.reader_failures or f.graph:
-            out.append((sum(w for w, _ in self.failures()), "fail"))
-        if f.global_failures:
-            out.append((max(self.fail_weight(r) for r in range(m.parallelism)), "fail_enumerator"))
+                notified = m.last_notified if m.last_notified is not None else -1
+                self.late = [cid for cid, cp in m.checkpoints.items()
+                             if cp.state == COMPLETED and cid > notified]
+                out.append((sum(self.late_weight(cid) for cid in self.late), ("notify", None)))
+        if f.reader_failures or f.graph or f.global_failures:
+            weights = self.fail_weights(last, unconfirmed)
+            if f.reader_failures or f.graph:
+                tasks = registered + list(range(m.parallelism, m.parallelism + self.config.tasks))
+                out += [(weights[t], ("fail", t)) for t in tasks]
+            if f.global_failures:
+                out.append((max(weights[:m.parallelism]), ("fail_enumerator", None)))
         if f.rescale and not self.config.has_graph:
-            unconfirmed = any(self.unconfirmed(r) for r in range(m.parallelism))
-            out.append((10 if unconfirmed else 6 if self.restorable() else 3, "rescale"))
-        return [(w, kind) for w, kind in out if w]
+            point = m.last_completed
+            restorable = point is not None and any(m.checkpoints[point].readers.values())
+            out.append((10 if any(unconfirmed) else 6 if restorable else 3, ("rescale", None)))
+        return [(w, c) for w, c in out if w]
 
-    def fail_weight(self, task: int) -> int:
-        """How much a failure of `task` weighs: eight times as much when it gives back a bucket
-        exposed to an earlier checkpoint's notification (SRC-17 with SRC-21), six when its sink holds
-        records of a checkpoint completed without notification (SRC-29) or it gives back a bucket
-        of an aborted checkpoint (SRC-18), three while a checkpoint is pending (SRC-20: it is
-        aborted)."""
+    def fail_weights(self, last: int, unconfirmed: list[bool]) -> list[int]:
+        """How much a failure of each task weighs: 8 when it gives back a bucket exposed to an earlier
+        checkpoint's notification (SRC-17 with SRC-21), 20 when its sink holds records of a
+        checkpoint completed without notification (SRC-29), 6 when it gives back a bucket of an
+        aborted checkpoint (SRC-18), 3 while a checkpoint is pending (SRC-20: it is aborted) or the
+        reader was told NoMoreSplits (SRC-21, SRC-25: the flag is cleared), else 1."""
         m = self.model
-        if task < m.parallelism and self.exposed(task):
-            return 8
-        if task < m.parallelism and self.unconfirmed(task):
-            return 20
-        if task < m.parallelism and self.aborted(task):
-            return 6
         pending = m.valve is not None or any(cp.state == BARRIER for cp in m.checkpoints.values())
-        told = task < m.parallelism and m.readers[task].no_more  # SRC-21, SRC-25: the flag is cleared
-        return 3 if pending or told else 1
+        out = []
+        for task in range(m.parallelism + self.config.tasks):
+            reader = task < m.parallelism
+            if reader and self.exposed(task, last):
+                out.append(8)
+            elif reader and unconfirmed[task]:
+                out.append(20)
+            elif reader and self.aborted(task, last):
+                out.append(6)
+            else:
+                out.append(3 if pending or (reader and m.readers[task].no_more) else 1)
+        return out
 
-    def failures(self) -> list[tuple[int, int]]:
-        return [(self.fail_weight(t), t) for t in self.tasks()]
-
-    def checkpoint_weight(self, read: bool, owned: bool) -> int:
+    def checkpoint_weight(self, read: bool, owned: bool, unread: list[int], unconfirmed: bool) -> int:
         """A checkpoint weighs little while another awaits its completion or the sinks hold records a
         failover would commit (SRC-29; less little with late notifications, SRC-17: a later
-        checkpoint taken before one commits them), or, with silent completions, while a reader that owns a
-        split has read nothing since the last barrier (a poll first: SRC-22); much when the readers
-        read records a barrier would stage, more when they own splits (SRC-31)."""
-        m = self.model
-        if self.completable():
+        checkpoint taken before one commits them), or, with silent completions, while a reader that
+        owns a split has read nothing since the last barrier (a poll first: SRC-22); much when the
+        readers read records a barrier would stage, more when they own splits (SRC-31)."""
+        if self.completable:
             return 2
-        if any(self.unconfirmed(r) for r in range(m.parallelism)):  # a late notification needs one
+        if unconfirmed:  # a late notification needs one
             return 6 if self.f.late else 2
-        if self.f.silent and not read and self.unread():
+        if self.f.silent and not read and unread:
             return 2
         return 16 if read else 10 if owned else 6
 
@@ -291,76 +329,72 @@ class _Drawing:
             k <= cid and records for reader in m.readers for k, records in reader.staged.items())
         return 16 if commits else 12 if later else 4
 
-    def restorable(self) -> bool:
-        """Whether the restore point holds some reader's unfinished splits (SRC-31)."""
-        point = self.model.last_completed
-        return point is not None and any(self.model.checkpoints[point].readers.values())
-
     # ---- the fields of one step -----------------------------------------------------
 
-    def draw_step(self, draw: Any, kind: str) -> Step:
-        """A step of `kind`, its fields drawn each with a strategy of its own, valid now."""
+    def draw_step(self, draw: Any, kind: str, x: int | None) -> Step:
+        """A step of `kind` naming `x`, its other fields drawn each with a strategy of its own, valid
+        now."""
         m, f = self.model, self.f
-        pick = lambda xs: draw(st.sampled_from(xs))  # noqa: E731
         if kind == "register":
-            return RegisterStep(pick(self.unregistered()))
+            return RegisterStep(x)
         if kind == "request":
-            return RequestStep(pick(self.registered()))
+            return RequestStep(x)
         if kind == "poll":
-            return PollStep(pick(self.registered()), draw(st.integers(1, 3)))
-        if kind == "assign":
-            return AssignStep(pick(self.registered()))
-        if kind == "push":
-            return AssignStep(pick(self.unregistered()))
+            return PollStep(x, draw(_POLL_RECORDS))
+        if kind in ("assign", "push"):
+            return AssignStep(x)
         if kind == "discover":
-            return DiscoverStep(draw(st.integers(0, f.max_records)))
+            return DiscoverStep(draw(_index(f.max_records + 1)))
         if kind == "barrier":
             assert m.valve is not None
             return BarrierStep(m.valve)
         if kind == "checkpoint":  # ids 1, 2, ... in the order they are taken; one in eight fails (SRC-19)
-            return CheckpointStep(len(m.checkpoints) + 1, fails=draw(st.integers(0, 7)) == 7)
+            return CheckpointStep(len(m.checkpoints) + 1, fails=draw(_EIGHTHS) == 7)
         if kind == "complete":
             return self.draw_completion(draw)
         if kind == "abort":
-            return AbortStep(pick(self.pending()))
+            return AbortStep(x)
         if kind == "notify":
-            return CompleteStep(pick(self.late()))
+            return CompleteStep(pick(draw, self.late))
         if kind == "fail":
-            producers = sorted({e[0] for e in self.config.blocking})
-            task = weighted(draw, self.failures())
-            lost = draw(st.integers(0, 2 ** len(producers) - 1))
-            return FailStep(task, tuple(p for i, p in enumerate(producers) if lost >> i & 1))
+            lost = draw(_index(2 ** len(self.producers))) if self.producers else 0
+            return FailStep(x, tuple(p for i, p in enumerate(self.producers) if lost >> i & 1))
         if kind == "fail_enumerator":
             return FailEnumeratorStep()
         current = m.parallelism  # rescale: another parallelism first (SRC-31: the states cut anew)
-        return RescaleStep(pick([p for p in range(1, f.max_readers + 1) if p != current] + [current]))
+        return RescaleStep(pick(draw, [p for p in range(1, f.max_readers + 1) if p != current] + [current]))
 
     def draw_completion(self, draw: Any) -> CompleteStep:
-        """A completion, with notification (the plainest) or, with `silent`, without: a third of the
-        time, two thirds when the readers staged records before its barrier (SRC-22, SRC-29)."""
-        cid = draw(st.sampled_from(self.completable()))
+        """A completion, with notification (the plainest) or, with `silent`, without: one time in four,
+        three in four when the readers staged records before its barrier (SRC-22, SRC-29)."""
+        cid = pick(draw, self.completable)
         if not self.f.silent:
             return CompleteStep(cid)
         staged = any(reader.staged.get(cid) for reader in self.model.readers)
-        return CompleteStep(cid, notify=draw(st.integers(0, 3)) < (1 if staged else 3))
+        return CompleteStep(cid, notify=draw(_QUARTERS) < (1 if staged else 3))
+
+
+# The schedule being drawn (a stack, though hypothesis draws one at a time): the step strategies
+# below are built once, not once a schedule, and find their drawing here.
+_DRAWINGS: list[_Drawing] = []
 
 
 @st.composite
-def _next_step(draw: Any, d: _Drawing) -> Step | None:
-    """The next step, applied to the drawing: its kind (weighed by the state), then its fields; none
-    once the schedule has its most steps."""
+def _next_step(draw: Any) -> Step | None:
+    """The next step, applied to the drawing: its kind with what it names (weighed by the state),
+    then its other fields; none once the schedule has its most steps."""
+    d = _DRAWINGS[-1]
     if len(d.steps) >= d.f.max_steps:
         return None
-    s = d.draw_step(draw, weighted(draw, d.kinds()))
+    s = d.draw_step(draw, *weighted(draw, d.choices()))
     d.apply(s)
     return s
 
 
-def _steps(d: _Drawing) -> st.SearchStrategy[Any]:
-    """About twenty steps on average (a flat list averages five): lists of lists of steps, each
-    element drawn against the state the ones before left, so shrinking can delete any one."""
-    chunks = st.lists(st.lists(_next_step(d), min_size=1, max_size=10), min_size=1, max_size=5)
-    return st.lists(chunks, min_size=1, max_size=2)
+# About twenty steps on average (a flat list averages five): lists of lists of steps, each element
+# drawn against the state the ones before left, so shrinking can delete any one.
+_STEPS = st.lists(st.lists(st.lists(_next_step(), min_size=1, max_size=10), min_size=1, max_size=5),
+                  min_size=1, max_size=2)
 
 
 @st.composite
@@ -369,10 +403,14 @@ def schedules(draw: Any, f: Features, config: SourcesConfig | None = None) -> Sc
     model's state so far (SRC-41, SRC-46), so that shrinking can delete any one step and simplify
     any field; bounded schedules may end with `end` (always with `always_end`)."""
     if config is None:
-        config = draw(configs(f))
+        config = draw_config(draw, f)
     d = _Drawing(f, config)
-    draw(_steps(d))
-    end = config.bounded and f.end and (f.always_end or draw(st.booleans()))
+    _DRAWINGS.append(d)
+    try:
+        draw(_STEPS)
+    finally:
+        _DRAWINGS.pop()
+    end = config.bounded and f.end and (f.always_end or draw(_BOOLEANS))
     d.finish(end)
     return Schedule(AREA, config, tuple(d.steps))
 
