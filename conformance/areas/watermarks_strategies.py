@@ -4,17 +4,14 @@ name their rule.
 
 `Features` says which parts of the vocabulary a property uses; `Features.restrict` drops what an
 adapter cannot run.  A configuration is drawn field by field (`configs`), then a list of moves
-(`moves`, issue 32 item 4), each one step: its fields (`Move`) are drawn whatever the schedule so
-far, so shrinking can delete any single move and leave the others as they were, and simplify any
-field towards the plainest step (a record on the first split at timestamp 0); no drawn value stands
-for several steps.  With alignment, a move's `carry` strings single steps into the sequences the
-rare states need (`_Drawing.carried`): after a record at the highest timestamp so far, often one on
-another split beyond every drift above it (`ahead`), or exactly the drift above it or one more
-(`edge`, WM-25's boundary); that split is then a lead, and the moves that carry it on are a periodic
-interval, then announcements until the samplers hold it (WM-25, WM-26), or first, with idleness, its
-silence while another split talks, until it is idle (an idle split above the allowed maximum,
-WM-26), and, with failovers, a failover while it is held (WM-16).  Malformed schedules combine two
-causes too (`_refused_twice`), where the checks are ordered.  The valve's property draws rounds of
+(`moves`): each a kind, then its fields, each with its own strategy, so that shrinking drops any
+single move and simplifies any field towards the plainest step (a record with a small timestamp).  With
+alignment, some moves are bursts (`leap`: a split far ahead, then announcements) so that readers
+and splits are held, and failovers come while they are; `edge` puts a reader exactly at the
+allowed maximum or one above it (WM-25's boundary), and `idle_leap` lets a split far ahead go idle
+before the announcements (idleness and split alignment together, WM-26); shrinking removes a burst,
+or turns it into a plain step, as a whole.  Malformed schedules combine two causes too
+(`_refused_twice`), where the checks are ordered.  The valve's property draws rounds of
 records and silences instead, and some of them follow D1's relay among three readers (`_relay`), so
 that both halves of Flink 2.3.0's valve bug show.  `into_async_io` feeds what the valve's task
 receives into an async I/O operator.  The rare states these reach, and their floors, are in
@@ -94,49 +91,35 @@ def configs(draw: Any, f: Features) -> WatermarksConfig:
 
 @dataclass(frozen=True)
 class Move:
-    """One drawn step, every field drawn whatever the state, so that deleting a move leaves the others
-    as they were: `carry` (0: the kind drawn; 1 to 4: while a lead is carried, the step that carries
-    it on, `_Drawing.carried`), the `kind`, `which` (a split or a reader) and `value` (a timestamp or
-    a duration).  Shrinking goes towards a record on the first split at timestamp 0."""
+    """One drawn step: its kind, then its fields (`which`: a live split, or a reader; `value`: a
+    timestamp or a duration; `more`: what a burst varies), each with a strategy of its own, so that
+    shrinking can drop the move and simplify each field.  A burst (`leap`, `edge`, `idle_leap`) is
+    one move of several steps, which shrinking removes or turns into a plain step as a whole."""
 
-    carry: int
     kind: str
     which: int = 0
     value: int = 0
+    more: int = 0
 
 
 def _kinds(f: Features) -> tuple[str, ...]:
-    """The kinds of move a feature set draws, weighted by repetition, the plainest first.  With
-    alignment, `level` (a record at the highest timestamp so far), `ahead` (one beyond every drift
-    above it) and `edge` (exactly the drift above it, or one more) are kinds of their own."""
+    """The kinds of move a feature set draws, weighted by repetition, the plainest first."""
     kinds = ["record"] * 3 + ["tick"] * 3 + ["add_split"] * 2 + (["finish_split"] if f.finish else [])
     if f.alignment:
-        kinds += ["align"] * 4 + ["level"] * 2 + ["ahead", "edge"]
+        kinds += ["align"] * 4 + ["leap", "edge"] + (["idle_leap"] if f.idleness else [])
     return (*kinds, *(["failover"] if f.failover else []))
 
 
 def moves(f: Features) -> st.SearchStrategy[list[Move]]:
-    """About fifteen moves on average (a flat list averages five); with alignment, about twice as
-    many, as many of them carrying leads."""
-    move = st.builds(Move, st.integers(0, 4), st.sampled_from(_kinds(f)), st.integers(0, 7),
-                     st.integers(0, 47))
-    chunks = st.lists(st.lists(move, min_size=1, max_size=10), min_size=1, max_size=5)
-    if f.alignment:
-        chunks = st.lists(chunks, min_size=1, max_size=3).map(lambda xs: [c for x in xs for c in x])
-    return chunks.map(lambda cs: [m for c in cs for m in c])
-
-
-_SPLIT_GAP = 21  # an `ahead` record is this much, or up to 7 more, above the highest so far (> every drift)
+    """About fifteen moves on average (a flat list averages five)."""
+    move = st.builds(Move, st.sampled_from(_kinds(f)), st.integers(0, 7), st.integers(0, 47),
+                     st.integers(0, 63))
+    return st.lists(st.lists(move, min_size=1, max_size=10), min_size=1, max_size=5).map(
+        lambda chunks: [m for chunk in chunks for m in chunk])
 
 
 class _Drawing:
-    """One schedule being drawn: the splits added and finished so far, and the lead being carried.
-    A lead is a split whose `ahead` or `edge` record put it beyond the others; the moves that carry
-    it on (`carried`) are a periodic interval, so that it sends its watermark (WM-22..WM-24), and
-    announcements until the samplers hold it (it, or its reader, is held: WM-25, WM-26); or, with
-    idleness, first its silence while another split talks at the highest timestamp before it, until
-    it is idle (an idle split above the allowed maximum, WM-26; an idle reader while another is held,
-    WM-14, WM-25); then, with failovers, one while it is held (WM-16: alignment starts afresh)."""
+    """One schedule being drawn: the splits added and finished so far."""
 
     def __init__(self, f: Features, config: WatermarksConfig):
         self.f, self.config = f, config
@@ -144,136 +127,81 @@ class _Drawing:
         self.finished: set[int] = set()
         self.steps: list[Step] = []
         self.top = 0  # the highest timestamp of a record so far
-        self.last = ""  # the kind of the last step
-        self.free = 0  # the steps drawn while no lead was carried (at most max_steps)
-        self.lead: int | None = None  # the split ahead, while it is carried
-        self.base = 0  # the highest timestamp before the lead's record
-        self.ticked = self.talked = False  # since the lead's record: an interval, a level record after it
-        self.aligns = self.quiet = 0  # announcements since, ms since
-        self.hush = 0  # ms since a level record while the lead rests (or since its record)
 
     def live(self) -> list[int]:
         return [s for s in self.splits if s not in self.finished]
 
-    def room(self) -> bool:
-        return len(self.splits) < self.f.max_splits * self.config.readers
-
-    def carrying(self) -> bool:
-        """Whether a lead is being carried: its sequence (`_Drawing`) is not over."""
-        return self.lead is not None and (self.aligns < self._rounds() or self.f.failover)
-
-    def _rounds(self) -> int:
-        return max(1, self.config.alignment_buffer)
-
-    def _resting(self) -> bool:
-        """Whether the lead, with idleness, is yet to go idle, no announcement since its interval:
-        it is idle at the periodic check more than the timeout after the first without activity,
-        the one after its own (WM-13)."""
-        c = self.config
-        return (c.idleness is not None and self.aligns == 0
-                and self.quiet < c.interval * (c.idleness // c.interval + 3))
-
-    def carried(self) -> tuple[str, ...]:
-        """The kinds of step that carry a lead on (one more often for each time it is named), a move's
-        `carry` picks among them: after a level record, a lead (`ahead` or `edge`); while a lead is
-        carried, its interval, then announcements, or, with idleness and more often, first its
-        silence while another split talks, then announcements, then a failover."""
-        if not self.f.alignment:
-            return ()
-        if not self.carrying():
-            return ("ahead", "edge") if self.last == "level" else ()
-        if not self.ticked:
-            return ("interval",)
-        if self._resting():
-            if not self.talked:
-                return ("level", "level", "align")
-            return ("level",) if self.hush >= 2 * self.config.interval else ("interval",)
-        return ("align",) if self.aligns < self._rounds() else ("failover",)
-
-    def take(self, moves: list[Move]) -> None:
-        """The moves' steps, one each, until max_steps of them were taken with no lead carried."""
-        for m in moves:
-            if self.free >= self.f.max_steps and not self.carrying():
-                return
-            self.free += not self.carrying()
-            kind, step = self.step_of(m)
-            self.apply(step, kind)
-
-    def step_of(self, m: Move) -> tuple[str, Step]:
-        """The kind a move stands for in the schedule drawn so far, and its step: always valid
-        (WM-29); a move that has nothing to act on (a record with no live split) adds a split, or
-        ticks."""
-        options = self.carried()
-        kind = options[(m.carry - 1) % len(options)] if m.carry and options else m.kind
-        if kind in ("ahead", "edge") and self.carrying() and not (m.carry and options):
-            kind = "record"  # no other lead while one is carried
+    def steps_of(self, m: Move) -> list[Step]:
+        """The steps a move stands for in the schedule drawn so far: always valid (WM-29); a move
+        that has nothing to act on (a record with no live split) adds a split, or ticks."""
         live, c = self.live(), self.config
-        if kind in ("record", "finish_split", "level", "ahead", "edge") and not live:
-            kind = "add_split" if self.room() else "tick"
-        if kind == "add_split" and not self.room():
-            kind = "tick"
-        if kind == "record":
-            return kind, RecordStep(live[m.which % len(live)], m.value)
-        if kind == "add_split":
-            return kind, AddSplitStep(m.which % c.readers, len(self.splits))
-        if kind == "finish_split":
-            return kind, FinishSplitStep(live[m.which % len(live)])
-        if kind == "align":
-            return kind, AlignStep()
-        if kind == "failover":
-            return kind, FailoverStep()
-        if kind == "interval":
-            return kind, TickStep(c.interval)
-        if kind == "tick":
-            return kind, TickStep(1 + m.value % (2 * c.interval + 3))
-        return kind, self._record(m, kind, live)
+        room = len(self.splits) < self.f.max_splits * c.readers
+        add = AddSplitStep(m.which % c.readers, len(self.splits))
+        if m.kind in ("record", "finish_split", "leap", "edge", "idle_leap") and not live:
+            return [add if room else TickStep(1 + m.value % 5)]
+        n = m.which | m.more << 3
+        if m.kind == "record":
+            return [RecordStep(live[m.which % len(live)], m.value)]
+        if m.kind == "add_split" and room:
+            return [add]
+        if m.kind == "finish_split":
+            return [FinishSplitStep(live[m.which % len(live)])]
+        if m.kind == "align":
+            return [AlignStep()]
+        if m.kind == "failover":
+            return [FailoverStep()]
+        if m.kind in ("leap", "edge", "idle_leap"):
+            return list(getattr(self, m.kind)(live, n))
+        return [TickStep(1 + m.value % (2 * c.interval + 3))]
 
-    def _record(self, m: Move, kind: str, live: list[int]) -> Step:
-        """A `level` record: at the highest timestamp so far, or, while a lead is carried, the highest
-        before it (on a split of the lead's reader first, or another); an `ahead` record beyond every
-        drift above it, an `edge` one exactly the drift above it or one more, on a split other than
-        the last record's (of another reader first)."""
-        last = self.steps[-1].split if self.steps and isinstance(self.steps[-1], RecordStep) else None
-        if kind == "level":
-            lead = self.lead
-            if lead is not None and self.carrying():
-                siblings = [s for s in live if s != lead and self.splits[s] == self.splits[lead]]
-                others = siblings + [s for s in live if s != lead and s not in siblings] or live
-                return RecordStep(others[m.which % len(others)], self.base)
-            return RecordStep(live[m.which % len(live)], self.top)
-        away = [s for s in live if last is None or (s != last and self.splits[s] != self.splits[last])]
-        away += [s for s in live if s != last and s not in away]
-        away = away or live
-        split = away[m.which % len(away)]
-        if kind == "ahead":
-            return RecordStep(split, self.top + _SPLIT_GAP + m.value % 8)
-        return RecordStep(split, self.top + (self.config.max_drift or 0) + m.value % 2)
+    def leap(self, live: list[int], n: int) -> list[Step]:
+        """A record on another live split at the highest timestamp so far, one on a live split
+        beyond every drift ahead of it, a periodic interval, and announcements until the samplers
+        hold it (WM-22..WM-24): that split, or its reader, is ahead and is held (WM-25, WM-26); with
+        failovers, one follows while it is held (WM-16: alignment starts afresh)."""
+        split = live[n % len(live)]
+        others = [s for s in live if s != split]
+        steps: list[Step] = [RecordStep(others[(n >> 3) % len(others)], self.top)] if others else []
+        steps += [RecordStep(split, self.top + 21 + n % 8), TickStep(self.config.interval)]
+        steps += [AlignStep()] * max(1, self.config.alignment_buffer)
+        return steps + [FailoverStep()] if self.f.failover else steps
 
-    def apply(self, s: Step, kind: str = "") -> None:
+    def _rounds_to_hold(self) -> list[Step]:
+        """A periodic interval, then announcements until the samplers hold what it sent (WM-22..WM-24)."""
+        return [TickStep(self.config.interval)] + [AlignStep()] * max(1, self.config.alignment_buffer)
+
+    def edge(self, live: list[int], n: int) -> list[Step]:
+        """A record on a live split of another reader at the highest timestamp so far, and one on a
+        live split exactly the drift above it, or one more (drawn): a reader at the allowed maximum
+        goes on reading, one above it stops (WM-25's boundary)."""
+        split = live[n % len(live)]
+        lows = [s for s in live if self.splits[s] != self.splits[split]] or [s for s in live if s != split]
+        steps: list[Step] = [RecordStep(lows[(n >> 3) % len(lows)], self.top)] if lows else []
+        drift = self.config.max_drift or 0
+        steps.append(RecordStep(split, self.top + drift + (n >> 6 & 1)))
+        return steps + self._rounds_to_hold()
+
+    def idle_leap(self, live: list[int], n: int) -> list[Step]:
+        """A split far ahead, then silent while another split (of its reader if it has one) goes on
+        at the highest timestamp so far, past the idleness timeout, then announcements: an idle split
+        above the allowed maximum, which alignment neither pauses nor resumes (WM-26), and an idle
+        reader while others are held (WM-14, WM-25)."""
+        split = live[n % len(live)]
+        siblings = [s for s in live if s != split and self.splits[s] == self.splits[split]]
+        talking = siblings or [s for s in live if s != split]
+        steps: list[Step] = [RecordStep(split, self.top + 21 + n % 8), TickStep(self.config.interval)]
+        for _ in range((self.config.idleness or 0) // max(self.config.interval, 1) + 2):
+            steps += [RecordStep(talking[(n >> 3) % len(talking)], self.top)] if talking else []
+            steps.append(TickStep(self.config.interval))
+        return steps + [AlignStep()] * max(1, self.config.alignment_buffer)
+
+    def apply(self, s: Step) -> None:
         if isinstance(s, AddSplitStep):
             self.splits[s.split] = s.reader
         elif isinstance(s, FinishSplitStep):
             self.finished.add(s.split)
-            self.lead = None if s.split == self.lead else self.lead
         elif isinstance(s, RecordStep):
-            if kind in ("ahead", "edge"):
-                self.lead, self.base = s.split, self.top
-                self.ticked = self.talked = False
-                self.aligns = self.quiet = self.hush = 0
-            elif s.split == self.lead:
-                self.quiet = 0
-            elif kind == "level" and self.ticked:
-                self.talked, self.hush = True, 0
             self.top = max(self.top, s.ts)
-        elif isinstance(s, TickStep):
-            self.ticked = self.ticked or s.ms >= self.config.interval
-            self.quiet += s.ms
-            self.hush += s.ms
-        elif isinstance(s, AlignStep):
-            self.aligns += self.ticked
-        elif isinstance(s, FailoverStep):
-            self.lead = None  # WM-16: alignment starts afresh
-        self.last = kind
         self.steps.append(s)
 
 
@@ -346,7 +274,9 @@ def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) ->
         for s in rounds[: f.max_steps - 1] + rounds[-1:]:
             d.apply(s)
     else:
-        d.take(draw(moves(f)))
+        for m in draw(moves(f))[: f.max_steps]:
+            for s in d.steps_of(m):
+                d.apply(s)
     if f.end and draw(st.booleans()):
         d.apply(EndStep())
     return Schedule(AREA, config, tuple(d.steps))
