@@ -9,14 +9,16 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import pytest
+from flink_semantics.conformance.isolate import well_formed
 from flink_semantics.conformance.plugin import Conformance
 from flink_semantics.spec.area import areas
-from flink_semantics.spec.schedule import parse_schedule
+from flink_semantics.spec.schedule import parse_schedule, schedule_from_dict
 
 from tests.hang import HANG_GUARD_S
-from tests.wrong_adapters import MUTANTS, NotTraces, WrongCount
+from tests.wrong_adapters import MUTANTS, NotTraces, RaisesOnThirdCompletion, WrongCount
 
 pytest_plugins = ["pytester"]
 
@@ -170,7 +172,8 @@ def test_a_raising_run_batch_stops_the_run_at_its_first_call(run_suite, tmp_path
 def test_the_reproducer_names_the_schedule_that_raises_and_runs_as_printed(  # type: ignore[no-untyped-def]
         run_suite, pytester: pytest.Pytester) -> None:
     """An adapter that raises only on schedules completing record 2: the run stops naming one such
-    schedule, shrunk (no step it can do without), and the printed command, run as printed, shows
+    schedule, shrunk (no step it can do without: without any one of its steps the schedule is
+    malformed or no longer breaks the adapter), and the printed command, run as printed, shows
     the same error."""
     name = "tests.wrong_adapters:RaisesOnThirdCompletion"
     result = run_suite("--adapter", name, "-k", "test_ordered_mode")
@@ -179,14 +182,24 @@ def test_the_reproducer_names_the_schedule_that_raises_and_runs_as_printed(  # t
     assert last.startswith("reproduce: "), result.stderr.str()
     command = shlex.split(last.removeprefix("reproduce: "))
     schedule = json.loads(command[command.index("--json") + 1])
-    completes = [s for s in schedule["steps"] if s["op"] == "complete"]
-    assert [s["record"] for s in completes] == [2], schedule  # the other completions were dropped
-    assert sum(s["op"] == "record" for s in schedule["steps"]) == 3, schedule  # records 0..2 are needed
-    assert len(schedule["steps"]) <= 5, schedule  # three records, the completion, and perhaps the end
+    completes = [s["record"] for s in schedule["steps"] if s["op"] == "complete"]
+    assert 2 in completes and sum(s["op"] == "record" for s in schedule["steps"]) == 3, schedule
+    for i in range(len(schedule["steps"])):  # each step is needed (capacity 1 needs 0 and 1 completed)
+        shorter = schedule_from_dict({**schedule, "steps": schedule["steps"][:i] + schedule["steps"][i + 1:]},
+                                     validate=False)
+        assert not (well_formed(shorter) and raises(RaisesOnThirdCompletion(), shorter)), (i, schedule)
     again = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True,
                            cwd=pytester.path, timeout=HANG_GUARD_S)
     assert again.returncode == 3, again.stderr
     assert "RuntimeError: operator bug: the third completion overflows the queue" in again.stderr
+
+
+def raises(adapter: Any, schedule: Any) -> bool:
+    try:
+        adapter.run_batch([schedule])
+    except RuntimeError:
+        return True
+    return False
 
 
 @pytest.mark.parametrize("wrong", [WrongCount, NotTraces])
