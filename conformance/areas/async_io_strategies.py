@@ -5,20 +5,15 @@ Strategies draw valid schedules step by step while the reference model runs them
 is valid by construction: only admitted records complete (SCH-4), restores name taken checkpoints
 (SCH-5) and come only after a failure (SCH-7), nothing is input after end of input (SCH-6).
 `Features` says which parts of the vocabulary a property exercises; `Features.restrict` drops what
-an adapter cannot run.  A schedule is a configuration, drawn field by field, and a sequence of
-intents (issue 32, item 4), drawn one at a time while the schedule has room: each a kind, then its
-fields from small strategies of their own, made valid against the schedule so far by
-`_Drawing.take`, so that shrinking removes any single step and simplifies any field towards the
-plainest (a record of value 0, a completion of the latest record emitting one value 0, the least
-capacity).  Where a state in which engines lose or repeat data is one step away, the intent that
-brings it within reach takes that step too, as a field of its own (`Advance.then`, `Outcome.then`,
-`Snapshot`); async_io's `COVERAGE` and `coverage` name those states and their floors
+an adapter cannot run.  Values are small, and every choice shrinks towards a short, plain schedule
+(fewer steps, records first, empty results, small numbers).  Where a state in which engines lose
+or repeat data is one step away, intents are redirected to reach it (`_Drawing.redirect`, the
+`snapshot` intent); async_io's `COVERAGE` and `coverage` name those states and their floors
 (conformance/coverage.py).
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -58,6 +53,46 @@ def record_states(model: AsyncIoModel) -> dict[int, str]:
     return {r: record.state for r, record in model._admitted.items()} if model.alive else {}
 
 
+# --------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------
+
+# Drawing costs hypothesis a fixed price per choice and per strategy object it has to validate, and a
+# property draws thousands of schedules: so every strategy below is built once, at import, and the
+# parts of a step or of a configuration are packed into one integer, drawn as one choice.  Decoding
+# maps 0 to the plainest value of every part, so shrinking the integer makes the schedule plainer.
+
+SMALL = st.integers(0, 9)
+PICK = st.integers(0, 63)
+
+
+def _bits(n: int, first: int, count: int) -> int:
+    return (n >> first) & ((1 << count) - 1)
+
+
+def result(n: int) -> tuple[int, ...]:
+    """A result list from 15 bits: bit 0 whether it has values (half of them do; empty results,
+    AIO-19, are the simplest), bits 1-2 its length - 1 (1..3), bits 3-14 its values (0..9)."""
+    if not n & 1:
+        return ()
+    return tuple(_bits(n, 3 + 4 * i, 4) % 10 for i in range(_bits(n, 1, 2) % 3 + 1))
+
+
+RESULT_BITS = st.integers(0, 2**15 - 1)
+# An intent for one step: (which valid op, which record / how much, a value, a result).
+Intent = tuple[int, int, int, "tuple[int, ...]"]
+
+
+def intent(n: int) -> Intent:
+    """An intent from 31 bits: bits 0-5 the op, 6-11 the pick, 12-15 the value, 16-30 a result."""
+    return _bits(n, 0, 6), _bits(n, 6, 6), _bits(n, 12, 4) % 10, result(n >> 16)
+
+
+# About ten intents on average (a flat list averages five); decoded by `intent` (a `.map` would add
+# a level of hypothesis' bookkeeping to every one of them).
+INTENTS = st.lists(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=10), min_size=1, max_size=4)
+
+
 @dataclass(frozen=True)
 class Features:
     """Which parts of the schedule vocabulary a strategy uses."""
@@ -95,288 +130,62 @@ class Features:
 
 
 # --------------------------------------------------------------------------
-# Intents: a step as drawn, before the schedule so far makes it valid
-# --------------------------------------------------------------------------
-
-# A schedule is a sequence of intents drawn with hypothesis' own composition (issue 32, item 4): an
-# intent's kind first (`sampled_from`, the plainest first: a record), then its fields, each from a
-# small strategy of its own whose first value is the plainest (a few fields share one choice: see
-# RECORDS and `_hows`).  `_Drawing` makes each intent valid against the schedule so far, or drops it
-# when nothing can (a completion with nothing outstanding).  A field means the same whatever the
-# state, so that shrinking it makes its step plainer and never changes what the step refers to or
-# which kind of step it is: a record to complete is counted back from the latest outstanding one and
-# clamped (beyond the oldest, the oldest), and no field of one step decides whether another kind of
-# step is taken.  The steps that bring a rare state within reach take the next step towards it
-# themselves, as a field of their own (`Advance.then`, `Outcome.then`, `Snapshot`): shrinking the
-# field to its first value drops that step.  Every field is drawn whether or not the state uses it,
-# so deleting an intent leaves the fields of the others where they were.
-
-
-@dataclass(frozen=True)
-class Record:
-    """A record with this value and timestamp (None: none)."""
-
-    value: int
-    timestamp: int | None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A completion of an outstanding record (`which`: 0 the latest admitted, counting back, the oldest
-    beyond) with `result`, null (AIO-20) or an `error`; `then`, when the retry strategy retries the
-    outcome: the step taken while the record waits (`end`: AIO-39, `checkpoint`: AIO-41)."""
-
-    which: int
-    result: tuple[int, ...]
-    null: bool
-    error: bool
-    then: str | None
-
-
-@dataclass(frozen=True)
-class Repeat:
-    """A completion of a call that has already finished (AIO-21, AIO-38): the `which`-th finished
-    record, the earliest first."""
-
-    which: int
-    result: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A watermark `rise` above the last one (0: the same again)."""
-
-    rise: int
-
-
-@dataclass(frozen=True)
-class Status:
-    """A status: idle or active."""
-
-    idle: bool
-
-
-@dataclass(frozen=True)
-class End:
-    """End of input."""
-
-
-@dataclass(frozen=True)
-class Advance:
-    """Time advances `ms`, or to the next timer (`to_timer`, when one is pending: outcomes and inputs
-    at a deadline, AIO-30, AIO-33, AIO-54); `then`, when a timeout the handler ignored fired: that
-    record completes (`complete`, AIO-30) or fails (`error`, AIO-23) at once."""
-
-    ms: int
-    to_timer: bool
-    then: str | None
-
-
-@dataclass(frozen=True)
-class Barrier:
-    """A checkpoint (ids 1, 2, ... in order)."""
-
-
-@dataclass(frozen=True)
-class Restore:
-    """A restore: from the `latest` checkpoint taken, an `older` one (the latest but one) or `none`; at
-    the configuration's capacity (`capacity` 0) or at `capacity`; `below`: when the snapshot stores
-    two elements or more, at a capacity below that (AIO-47, AIO-57)."""
-
-    source: str
-    capacity: int
-    below: bool
-
-
-@dataclass(frozen=True)
-class Crash:
-    """A crash and the restore after it."""
-
-    restore: Restore
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Two records and `more` (in unordered mode a watermark after the first, when there is room); a
-    completion of the latest outstanding record with `result` (or its `value`: never empty, no retry,
-    AIO-33) and of the others before it that `others` names (never the oldest); a checkpoint; with
-    `crash`, a crash and `restore`: a snapshot storing completed records behind an incomplete one
-    (AIO-44, AIO-45, AIO-55), restored from (AIO-46, AIO-47, AIO-57)."""
-
-    more: int
-    value: int
-    result: tuple[int, ...]
-    others: tuple[bool, ...]
-    crash: bool
-    restore: Restore
-
-
-SMALL = st.integers(0, 9)
-WHICH = st.integers(0, 5)  # a record counted from the latest outstanding one (clamped)
-# A result list, one choice: one value the plainest (a completion plainly emits its result), empty
-# (AIO-19) half the time, up to three values.
-RESULTS = ((0,), (), (1,), (), (0, 1), (), (2,), (), (1, 2, 3), (), (3, 0), (), (4,), (), (5, 6), (),
-           (7, 8, 9), (), (9,), ())
-RESULT = st.sampled_from(RESULTS)
-TIMESTAMPS = (None, None, None, 0, 1, 2, 3, 5, 8, 13, 20)
-# A record's value and timestamp, one choice (value first, then the timestamp, the plainest first).
-RECORDS = st.sampled_from(tuple(Record(v, t) for v in range(10) for t in TIMESTAMPS))
-RISES = st.integers(0, 5)
-IDLE = st.booleans()
-SOURCES = ("latest", "latest", "older", "none")
-# A draw costs hypothesis a span and a choice whatever it draws, so an intent is one composite whose
-# fields are as few choices as keep each simplifiable: one for a record (value, then timestamp), one
-# for how an outcome ends (plain first) and one for a restore's source and `below` together.
-
-
-@functools.cache
-def _restores(f: Features) -> tuple[st.SearchStrategy[tuple[str, bool]], st.SearchStrategy[int]]:
-    how = st.sampled_from(tuple((source, below) for below in (False, True) for source in SOURCES))
-    return how, st.integers(0, f.max_capacity)
-
-
-def _restore(draw: Any, f: Features) -> Restore:
-    how, capacity = _restores(f)
-    source, below = draw(how)
-    return Restore(source, draw(capacity), below)
-
-
-@functools.cache
-def _hows(f: Features) -> st.SearchStrategy[tuple[bool, bool, str | None]]:
-    """How an outcome ends, one choice: (null, error, then), the plain completion first and four times
-    as often as a null result or an error (when the features have them); `then` only with retries."""
-    ends = [(False, False)] * 4 + [(True, False)] * f.nulls + [(False, True)] * f.errors
-    thens: tuple[str | None, ...] = (None, "end", "checkpoint") if f.retries and (f.end or f.checkpoints) \
-        else (None,)
-    return st.sampled_from(tuple((null, error, then) for then in thens for null, error in ends))
-
-
-@functools.cache
-def _lates(f: Features) -> st.SearchStrategy[str | None]:
-    return st.sampled_from((None, "complete", "complete", "error") if f.errors else (None, "complete"))
-
-
-def _outcome(draw: Any, f: Features) -> Outcome:
-    which, result = draw(WHICH), draw(RESULT)
-    null, error, then = draw(_hows(f))
-    return Outcome(which, result, null, error, then)
-
-
-def _snapshot(draw: Any, f: Features) -> Snapshot:
-    more, value, result, others = draw(MORE), draw(SMALL), draw(RESULT), draw(OTHERS)
-    return Snapshot(more, value, result, others, draw(CRASHES), _restore(draw, f))
-
-
-MORE = st.integers(0, 2)
-OTHERS = st.sampled_from(tuple(itertools.product((False, True), repeat=3)))
-CRASHES = st.sampled_from((False, True, True))
-MS = st.integers(0, 30)
-KINDS: dict[str, Any] = {
-    "record": lambda draw, f: draw(RECORDS),
-    "outcome": _outcome,
-    "mark": lambda draw, f: Mark(draw(RISES)),
-    "status": lambda draw, f: Status(draw(IDLE)),
-    "end": lambda draw, f: End(),
-    "advance": lambda draw, f: Advance(draw(MS), draw(IDLE), draw(_lates(f))),
-    "repeat": lambda draw, f: Repeat(draw(WHICH), draw(RESULT)),
-    "barrier": lambda draw, f: Barrier(),
-    "crash": lambda draw, f: Crash(_restore(draw, f)),
-    "snapshot": _snapshot,
-}
-
-
-@functools.cache
-def _kinds(f: Features) -> st.SearchStrategy[str]:
-    """An intent's kind, weighted by repetition (records and completions make schedules interesting;
-    checkpoints often enough that their snapshots hold completed records and restores follow them).
-    Only the kinds the features allow are drawn, so the kinds do not depend on the configuration."""
-    kinds = ["record"] * 10 + ["outcome"] * 12
-    kinds += ["mark"] * 5 if f.watermarks else []
-    kinds += ["status"] * 2 if f.statuses else []
-    kinds += ["end"] if f.end and not f.drain else []
-    kinds += ["advance"] * 6 if f.timeouts else []
-    kinds += ["repeat"] * 2 if f.repeats else []
-    kinds += ["barrier"] * 3 + ["crash"] * 2 + ["snapshot"] * 8 if f.checkpoints else []
-    return st.sampled_from(tuple(kinds))
-
-
-# The intents of a schedule are drawn one at a time while the schedule has room, each behind a
-# choice to go on (stop the plainest: shrinking it ends the schedule there), so that no intent is
-# drawn that no step would come of.  About twelve on average, when room is left.
-GO_ON = st.sampled_from((False,) + (True,) * 11)
-MAX_INTENTS = 40
-
-
-@functools.cache
-def next_intents(f: Features) -> st.SearchStrategy[Any]:
-    """The next intent, or None (the schedule ends): its kind (`_kinds`), then its fields.  One span,
-    so that shrinking deletes an intent with its choice to go on."""
-    kinds = _kinds(f)
-
-    @st.composite
-    def next_intent(draw: Any) -> Any:
-        return KINDS[draw(kinds)](draw, f) if draw(GO_ON) else None
-
-    return next_intent()
-
-
-# --------------------------------------------------------------------------
 # Configurations
 # --------------------------------------------------------------------------
 
 
+CONFIG_BITS = st.integers(0, 2**50 - 1)
+# A retry strategy is drawn on its own: hypothesis favours small integers, so the high bits of
+# CONFIG_BITS are seldom set, and a strategy packed there was almost never enabled.
+RETRY_BITS = st.integers(0, 2**22 - 1)
 MULTIPLIERS = (1.0, 1.5, 2.0, 3.0)
-DELAYS = (3, 4, 5, 6, 7, 8, 0, 1, 2)
-# A retry strategy, field by field: the predicates first (none: no retry, AIO-4); then one retry after
-# a fixed delay of 3 ms (backoffs that last past a step).  Every field takes each of its values.
-RETRIES = st.builds(
-    RetryConfig, if_empty=st.booleans(), if_error=st.booleans(), strategy=st.sampled_from(RETRY_STRATEGIES),
-    max_attempts=st.sampled_from((1, 2, 3, 0)), delay=st.sampled_from(DELAYS),
-    initial_delay=st.sampled_from(DELAYS), max_delay=st.integers(0, 16),
-    multiplier=st.sampled_from(MULTIPLIERS))
 
 
-@functools.cache
-def configs(f: Features) -> st.SearchStrategy[AsyncIoConfig]:
-    """Valid configurations using the features, field by field: the mode, the capacity (1..max), a
-    timeout of 1..32 ms, its handler (`ignore`, AIO-30, as often as the others together) and its
-    result; with retries, a retry strategy three times in four."""
-    handlers = (*f.on_timeout, f.on_timeout[-1])
-    return st.builds(
-        AsyncIoConfig, mode=st.sampled_from(f.modes), capacity=st.integers(1, f.max_capacity),
-        timeout=st.integers(1, 32) if f.timeouts else st.just(0),
-        on_timeout=st.sampled_from(handlers) if f.timeouts else st.just("fail"),
-        timeout_result=st.lists(SMALL, max_size=3).map(tuple) if f.timeouts else st.just(()),
-        retry=st.sampled_from((0, 1, 1, 1)).flatmap(lambda n: RETRIES if n else st.none()) if f.retries
-        else st.none())
+def retry_config(n: int) -> RetryConfig:
+    """A retry strategy from 20 bits, the predicates first (0: no predicate, so no retry, AIO-4;
+    then one retry after a fixed delay of 3 ms: small numbers, which hypothesis favours, give
+    backoffs that last past a step).  Every field takes each of its values."""
+    return RetryConfig(
+        if_empty=bool(_bits(n, 0, 1)), if_error=bool(_bits(n, 1, 1)),
+        strategy=RETRY_STRATEGIES[_bits(n, 2, 1)], max_attempts=(1 + _bits(n, 3, 2)) % 4,
+        delay=(3 + _bits(n, 5, 4)) % 9, initial_delay=(3 + _bits(n, 9, 4)) % 9,
+        max_delay=_bits(n, 13, 5) % 17, multiplier=MULTIPLIERS[_bits(n, 18, 2)])
 
 
-@functools.cache
-def any_configs(f: Features) -> st.SearchStrategy[AsyncIoConfig]:
-    """Configurations that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
-    timeout; both at once), field by field.  Valid ones use a timeout or a retry strategy only when the
-    features allow."""
+def config_of(n: int, f: Features, retry: int = 0) -> AsyncIoConfig:
+    """A valid configuration using the features, from 50 bits: 0-1 the mode, 2-5 the capacity,
+    6-10 the timeout (1..31 ms), 11-12 the handler, 13-27 its result; with retries, from `retry`
+    (RETRY_BITS): bits 0-1 a retry strategy (unless both are 0) or none, 2-21 the strategy."""
+    timeout = 1 + _bits(n, 6, 5) if f.timeouts else 0
+    handlers = (*f.on_timeout, f.on_timeout[-1])  # the last (`ignore`: AIO-30) as often as the others
+    return AsyncIoConfig(
+        mode=f.modes[_bits(n, 0, 2) % len(f.modes)],
+        capacity=1 + _bits(n, 2, 4) % f.max_capacity,
+        timeout=timeout,
+        on_timeout=handlers[_bits(n, 11, 2) % len(handlers)] if f.timeouts else "fail",
+        timeout_result=result(_bits(n, 13, 15)) if f.timeouts else (),
+        retry=retry_config(retry >> 2) if f.retries and retry & 3 else None,
+    )
 
-    def config(mode: str, capacity: int, timeout: int, retry: RetryConfig | None) -> AsyncIoConfig:
-        if retry is not None and timeout > 0 and not f.retries:
-            retry = None
-        return AsyncIoConfig(mode=mode, capacity=capacity, timeout=timeout, retry=retry)
 
-    return st.builds(config, st.sampled_from(f.modes), st.integers(-2, 3),
-                     st.sampled_from((0, 10)) if f.timeouts else st.just(0),
-                     st.sampled_from((0, 1)).flatmap(lambda n: RETRIES if n else st.none()))
+def any_config(n: int, f: Features) -> AsyncIoConfig:
+    """A configuration that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
+    timeout), from 50 bits.  Valid ones use a timeout or a retry strategy only when the features allow."""
+    timeout = 10 * _bits(n, 6, 1) if f.timeouts else 0
+    retry = retry_config(n >> 29) if _bits(n, 28, 1) else None
+    if retry is not None and timeout > 0 and not f.retries:
+        retry = None
+    return AsyncIoConfig(mode=f.modes[_bits(n, 0, 2) % len(f.modes)], capacity=_bits(n, 2, 3) % 6 - 2,
+                         timeout=timeout, retry=retry)
 
 
 # --------------------------------------------------------------------------
-# Steps, made valid while the model runs
+# Steps, drawn while the model runs
 # --------------------------------------------------------------------------
-
-PLAIN_RESTORE = Restore("latest", 0, False)
 
 
 class _Drawing:
-    """The state of one schedule being drawn: the model and what the steps so far used.  `take` makes
-    an intent valid steps against it."""
+    """The state of one schedule being drawn: the model and what the steps so far used."""
 
     def __init__(self, draw: Any, f: Features, config: AsyncIoConfig):
         self.draw, self.f, self.config = draw, f, config
@@ -402,9 +211,28 @@ class _Drawing:
             self.records += 1
         self.ended = isinstance(step, EndStep) or (self.ended and not isinstance(step, RestoreStep))
 
-    def room(self) -> int:
-        """How many steps the schedule may still take."""
-        return self.f.max_steps - len(self.steps)
+    # The ops that are valid now, simplest first (hypothesis shrinks towards the first).
+    def options(self) -> list[str]:
+        m, f = self.model, self.f
+        if not m.alive:
+            return ["restore"] if f.checkpoints else []
+        ops: list[str] = []
+        if not self.ended:
+            ops.append("record")
+        if m.outstanding():
+            ops += ["complete"] + (["error"] if f.errors else [])
+        if f.repeats and not m.finished and set(m.admitted()) - set(m.outstanding()):
+            ops.append("repeat")  # a completion of a call that has finished (AIO-21, AIO-38)
+        if not self.ended:
+            ops += (["watermark"] if f.watermarks else []) + (["status"] if f.statuses else [])
+            ops += ["end"] if f.end and not f.drain else []
+        if self.timers:
+            ops.append("advance")
+        if f.checkpoints:
+            ops += (["checkpoint"] if not self.ended else []) + ["crash"]
+            if not self.ended and not m.waiting_inputs() and self.capacity - m.queue_size() >= 2:
+                ops.append("snapshot")
+        return ops
 
     def late(self) -> list[int]:
         """The records whose timeout fired in the last step and that still wait for their call
@@ -412,100 +240,100 @@ class _Drawing:
         outstanding = self.model.outstanding()
         return [r for r in self.timed_out if r in outstanding]
 
-    def take(self, intent: Any) -> None:
-        """The valid steps of one intent, none when the schedule so far makes it invalid.  After a
-        failure, a restore first (a crash's own; else from the latest checkpoint), SCH-7."""
-        if not self.model.alive:
-            if not self.f.checkpoints:
-                return
-            self.apply(self.restore(intent.restore if isinstance(intent, Crash) else PLAIN_RESTORE))
-            if isinstance(intent, Crash) or not self.room():
-                return
-        m = self.model
-        if isinstance(intent, Record) and not self.ended:
-            self.apply(RecordStep(intent.value, intent.timestamp))
-        elif isinstance(intent, Outcome) and m.outstanding():
-            self.outcome(intent)
-        elif isinstance(intent, Repeat) and not m.finished and set(m.admitted()) - set(m.outstanding()):
-            done = sorted(set(m.admitted()) - set(m.outstanding()))
-            self.apply(CompleteStep(done[min(intent.which, len(done) - 1)], intent.result))
-        elif isinstance(intent, Mark) and not self.ended:
-            self.watermark += intent.rise
-            self.apply(WatermarkStep(self.watermark))
-        elif isinstance(intent, Status) and not self.ended:
-            self.apply(StatusStep(intent.idle))
-        elif isinstance(intent, End) and not self.ended:
-            self.apply(EndStep())
-        elif isinstance(intent, Advance) and self.timers:
-            self.advance(intent)
-        elif isinstance(intent, Barrier) and not self.ended:
-            self.apply(CheckpointStep(next(self.ids)))
-        elif isinstance(intent, Crash):
-            self.apply(CrashStep())
-            if self.room():
-                self.apply(self.restore(intent.restore))
-        elif isinstance(intent, Snapshot) and not self.ended and not m.waiting_inputs() \
-                and self.capacity - m.queue_size() >= 2:
-            self.snapshot(intent)
+    def redirect(self, op: str, intent: Intent) -> str:
+        """The op an intent makes: its own, except where a rare state is one step away and the
+        intent would most likely pass it by (conformance/coverage.py): after a failure every intent
+        restores; after a timeout the handler ignored, half the intents complete that record (at
+        or after its deadline, AIO-30), a quarter of them with an error (AIO-23) when errors are
+        drawn; while a record waits for a retry, a third end the input (AIO-39) and a fifth take a
+        checkpoint (AIO-41); with timeouts, while input waits at a full queue, a quarter of the intents for
+        more input advance the clock instead (AIO-59: a timeout runs from admission)."""
+        m, f = self.model, self.f
+        if f.checkpoints and not m.alive:
+            return "restore"
+        if intent[1] % 2 and self.late():
+            return "error" if f.errors and intent[1] % 4 == 3 else "complete"
+        if intent[1] % 5 == 2 and f.checkpoints and not self.ended and BACKOFF in record_states(m).values():
+            return "checkpoint"  # a snapshot storing a record that waits for a retry (AIO-41, AIO-44)
+        if intent[1] % 3 == 1 and f.retries and f.end and not f.drain and not self.ended \
+                and BACKOFF in record_states(m).values():
+            return "end"
+        if intent[1] % 4 == 3 and f.timeouts and m.waiting_inputs() and op in ("record", "watermark"):
+            return "advance"  # time passes while input waits at a full queue (AIO-59)
+        return op
 
-    def outcome(self, o: Outcome) -> None:
-        """A completion, null result or error of an outstanding record; then, when the retry strategy
-        retries it, the step `then` names (AIO-39, AIO-41)."""
-        pool = self.model.outstanding()[::-1]
-        record = pool[min(o.which, len(pool) - 1)]
-        if o.error:
-            self.apply(ErrorStep(record, "error"))
-        else:
-            self.apply(CompleteStep(record, None if o.null else o.result))
-        if o.then is None or not self.room() or self.ended or not self.model.alive \
-                or BACKOFF not in record_states(self.model).values():
-            return
-        if o.then == "end" and self.f.end and not self.f.drain:
-            self.apply(EndStep())
-        elif o.then == "checkpoint" and self.f.checkpoints:
-            self.apply(CheckpointStep(next(self.ids)))
-
-    def advance(self, a: Advance) -> None:
-        """Time advances; then, when a timeout the handler ignored fired, that record's outcome at once
-        (AIO-30: at its deadline; AIO-23)."""
-        m = self.model
-        due = [t - m.now for t in m.pending_timers() if t > m.now]
-        self.apply(AdvanceStep(due[0] if due and a.to_timer else a.ms))
-        late = self.late()
-        if a.then is None or not late or not self.room():
-            return
-        self.apply(ErrorStep(late[0], "error") if a.then == "error" else CompleteStep(late[0], (0,)))
-
-    def restore(self, r: Restore) -> RestoreStep:
-        """A restore from a taken checkpoint, or none (SCH-5)."""
-        taken = sorted(self.model.taken_checkpoints, reverse=True)
-        checkpoint = None
-        if taken and r.source != "none":
-            checkpoint = taken[min(int(r.source == "older"), len(taken) - 1)]
-        stored = self.stored.get(checkpoint, 0) if checkpoint is not None else 0
-        capacity: int | None = r.capacity or None
-        if stored >= 2 and r.below:
-            capacity = max(1, min(r.capacity, stored - 1))
-        return RestoreStep(checkpoint, capacity)
-
-    def snapshot(self, s: Snapshot) -> None:
-        """The steps of a `Snapshot` that fit in the room left."""
+    def snapshot(self, intent: Intent) -> None:
+        """Two to four records (in unordered mode a watermark after the first, when there is room);
+        a completion of the latest outstanding record, and of some others but the oldest; a
+        checkpoint; and unless bit 5 of the pick is set, a crash and a restore: a snapshot storing
+        completed records behind an incomplete one (AIO-44, AIO-45, AIO-55), restored from (AIO-46,
+        AIO-47, AIO-57)."""
+        pick, value, result = intent[1:]
         last = self.f.max_steps - 1  # room for the checkpoint
         room = self.capacity - self.model.queue_size()
         mark = self.config.mode == "unordered" and self.f.watermarks and room >= 3
-        for j in range(min(2 + s.more, room - mark)):
+        for j in range(min(2 + pick % 3, room - mark)):
             if len(self.steps) < last - 1 - mark:
-                self.apply(RecordStep((s.value + j) % 10, None))
+                self.apply(RecordStep((value + j) % 10, None))
             if j == 0 and mark:  # AIO-13: what completes behind it waits for the first record
                 self.watermark += 1
                 self.apply(WatermarkStep(self.watermark))
         for j, record in enumerate(self.model.outstanding()[:0:-1]):
-            if len(self.steps) < last and (j == 0 or (j <= len(s.others) and s.others[j - 1])):
-                self.apply(CompleteStep(record, s.result or (s.value,)))  # not empty: no retry (AIO-33)
+            if len(self.steps) < last and not (j and (pick >> (1 + j)) & 1):
+                self.apply(CompleteStep(record, result or (value,)))  # not empty: no retry (AIO-33)
         self.apply(CheckpointStep(next(self.ids)))
-        if s.crash and self.room() >= 2:
+        if not (pick >> 5) & 1 and len(self.steps) < self.f.max_steps - 1:
             self.apply(CrashStep())
-            self.apply(self.restore(s.restore))
+            self.apply(self.step("restore", intent))
+
+    def step(self, op: str, intent: Intent) -> Step:
+        """The step for `op`, its fields taken from the intent (all zeros: the plainest step)."""
+        pick, value, result = intent[1:]
+        m = self.model
+        if op == "record":
+            return RecordStep(value, None if pick % 3 == 0 else pick % 21)
+        if op in ("complete", "repeat"):
+            # Latest admitted first: out-of-order completions are the interesting ones; half the time
+            # one whose timeout the handler has just ignored (AIO-30: at or after its deadline).
+            done = sorted(set(m.admitted()) - set(m.outstanding()))
+            pool = m.outstanding()[::-1] if op == "complete" else done
+            late = self.late() if op == "complete" and pick % 2 else []
+            record = late[0] if late else pool[pick % len(pool)]
+            null = self.f.nulls and value >= 8  # AIO-20, one completion in five
+            return CompleteStep(record, None if null else result)
+        if op == "error":
+            pool = m.outstanding()[::-1]
+            return ErrorStep(self.late()[0] if pick % 2 and self.late() else pool[pick % len(pool)], "error")
+        if op == "watermark":
+            self.watermark += pick % 6
+            return WatermarkStep(self.watermark)
+        if op == "status":
+            return StatusStep(pick % 2 == 0)
+        if op == "advance":
+            # Now and then exactly to the next timer (a deadline or a retry): outcomes and inputs
+            # at a deadline (AIO-30, AIO-33, AIO-54) are where engines differ.
+            due = [t - m.now for t in m.pending_timers() if t > m.now]
+            return AdvanceStep(due[0] if due and pick % 4 >= 2 else pick % 31)
+        if op == "checkpoint":
+            return CheckpointStep(next(self.ids))
+        if op == "restore":
+            # From a checkpoint three times in four, the latest first; when its snapshot stores
+            # two elements or more, half the time with a capacity below that (AIO-47, AIO-57).
+            taken = sorted(m.taken_checkpoints, reverse=True)
+            checkpoint = taken[(pick // 4) % len(taken)] if taken and pick % 4 else None
+            stored = self.stored.get(checkpoint, 0) if checkpoint is not None else 0
+            if stored >= 2 and pick % 8 >= 4:
+                capacity: int | None = 1 + value % (stored - 1)
+            elif value == 0:
+                capacity = None
+            else:
+                capacity = 1 + value % self.f.max_capacity
+            return RestoreStep(checkpoint, capacity)
+        if op == "end":
+            return EndStep()
+        if op == "crash":
+            return CrashStep()
+        raise ValueError(f"unknown op {op!r}")
 
     def drain(self) -> None:
         """End of input, then complete the outstanding calls (in a drawn order) until finished."""
@@ -517,20 +345,45 @@ class _Drawing:
             pending = self.model.outstanding()
             if not pending:
                 return
-            record = sorted(pending)[min(self.draw(WHICH), len(pending) - 1)]
-            self.apply(CompleteStep(record, self.draw(RESULT)))
+            record = sorted(pending)[self.draw(PICK) % len(pending)]
+            self.apply(CompleteStep(record, result(self.draw(RESULT_BITS))))
+
+
+# How often each op is offered when it is valid (records and completions make schedules interesting;
+# checkpoints often enough that their snapshots hold completed records and restores follow them).
+WEIGHTS = {"record": 10, "complete": 10, "advance": 6, "watermark": 5, "error": 2, "status": 2, "repeat": 2,
+           "checkpoint": 3, "snapshot": 8, "crash": 2}
+
+
+def _op_table(f: Features, timers: bool) -> list[str]:
+    """Every op the features allow, each repeated by its weight; `record` first (the plainest)."""
+    ops = ["record", "complete", "watermark", "status", "end", "advance", "error", "repeat", "checkpoint",
+           "snapshot", "crash", "restore"]
+    allowed = {"watermark": f.watermarks, "status": f.statuses, "end": f.end and not f.drain,
+               "advance": timers, "error": f.errors, "repeat": f.repeats, "checkpoint": f.checkpoints,
+               "snapshot": f.checkpoints, "crash": f.checkpoints, "restore": f.checkpoints}
+    return [op for op in ops if allowed.get(op, True) for _ in range(WEIGHTS.get(op, 1))]
 
 
 def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
-    """Draw intents one at a time and make each valid steps against the model (`_Drawing.take`), up
-    to `f.max_steps` steps (and MAX_INTENTS intents); with `f.drain`, end of input and the outstanding
-    calls completed."""
+    """Interpret a list of intents, one step each, against the model.
+
+    An intent names an op from a fixed table (an op that is not valid now makes no step) and the
+    step's fields; so deleting an intent deletes a step without changing what the others mean,
+    and shrinking an intent towards zeros makes its step plainer.  Lists of lists give about ten
+    intents on average (a flat list averages five).
+    """
     d = _Drawing(draw, f, config)
-    intent = next_intents(f)
-    for _ in range(MAX_INTENTS):
-        if len(d.steps) >= f.max_steps or (wanted := draw(intent)) is None:
+    table = _op_table(f, d.timers)
+    for n in (n for chunk in draw(INTENTS) for n in chunk):
+        if len(d.steps) >= f.max_steps:
             break
-        d.take(wanted)
+        wanted = intent(n)
+        op = d.redirect(table[wanted[0] % len(table)], wanted)
+        if op == "snapshot" and op in d.options():
+            d.snapshot(wanted)
+        elif op in d.options():
+            d.apply(d.step(op, wanted))
     if f.drain:
         d.drain()
     return d
@@ -540,30 +393,26 @@ def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
 def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Schedule:
     """A valid async I/O schedule using the features."""
     if config is None:
-        config = draw(configs(f))
+        config = config_of(draw(CONFIG_BITS), f, draw(RETRY_BITS) if f.retries else 0)
     return Schedule(AREA, config, tuple(_draw_steps(draw, f, config).steps))
-
-
-COMPLETIONS = st.lists(st.builds(Outcome, WHICH, RESULT, st.just(False), st.just(False), st.just(None)),
-                       max_size=3)
 
 
 @st.composite
 def default_capacity_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
     """AIO-5: about DEFAULT_CAPACITY records with the default capacity, then some completions."""
-    config = AsyncIoConfig(mode=draw(st.sampled_from(modes)))
+    config = AsyncIoConfig(mode=modes[draw(PICK) % len(modes)])
     d = _Drawing(draw, Features(modes=modes, repeats=False), config)
     for _ in range(DEFAULT_CAPACITY - 2 + draw(st.integers(0, 4))):
         d.apply(RecordStep(draw(SMALL), None))
-    for wanted in draw(COMPLETIONS):
-        d.take(wanted)
+    for n in draw(st.lists(st.integers(0, 2**31 - 1), max_size=3)):
+        d.apply(d.step("complete", intent(n)))
     return Schedule(AREA, config, tuple(d.steps))
 
 
 @st.composite
 def config_schedules(draw: Any, f: Features) -> Schedule:
     """A schedule whose configuration may be invalid; valid ones get a few ordinary steps."""
-    config = draw(any_configs(f))
+    config = any_config(draw(CONFIG_BITS), f)
     try:
         validate_config(config)
     except ScheduleError:  # AIO-1, AIO-3: the operator must refuse it
@@ -698,7 +547,7 @@ def _inserted(steps: list[dict[str, Any]], draw: Any) -> Malformed | None:
 def malformed_schedules(draw: Any) -> Malformed:
     """A valid schedule with one defect that a named SCH rule refuses at a known step."""
     f = MALFORMED_FEATURES
-    config = draw(configs(f))
+    config = config_of(draw(CONFIG_BITS), f)
     d = _draw_steps(draw, f, config)
     base = Schedule(AREA, config, tuple(d.steps)).to_dict()
     kind = draw(st.sampled_from(("inserted", "appended", "area", "config")))
