@@ -335,14 +335,19 @@ class _Drawing:
         """A step of `kind` naming `x`, its other fields drawn each with a strategy of its own, valid
         now."""
         m, f = self.model, self.f
+
+        def named() -> int:  # the reader, task or checkpoint drawn with the kind
+            assert x is not None, f"a {kind} step names a reader, task or checkpoint"
+            return x
+
         if kind == "register":
-            return RegisterStep(x)
+            return RegisterStep(named())
         if kind == "request":
-            return RequestStep(x)
+            return RequestStep(named())
         if kind == "poll":
-            return PollStep(x, draw(_POLL_RECORDS))
+            return PollStep(named(), draw(_POLL_RECORDS))
         if kind in ("assign", "push"):
-            return AssignStep(x)
+            return AssignStep(named())
         if kind == "discover":
             return DiscoverStep(draw(_index(f.max_records + 1)))
         if kind == "barrier":
@@ -353,12 +358,12 @@ class _Drawing:
         if kind == "complete":
             return self.draw_completion(draw)
         if kind == "abort":
-            return AbortStep(x)
+            return AbortStep(named())
         if kind == "notify":
             return CompleteStep(pick(draw, self.late))
         if kind == "fail":
             lost = draw(_index(2 ** len(self.producers))) if self.producers else 0
-            return FailStep(x, tuple(p for i, p in enumerate(self.producers) if lost >> i & 1))
+            return FailStep(named(), tuple(p for i, p in enumerate(self.producers) if lost >> i & 1))
         if kind == "fail_enumerator":
             return FailEnumeratorStep()
         current = m.parallelism  # rescale: another parallelism first (SRC-31: the states cut anew)
