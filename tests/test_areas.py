@@ -51,6 +51,7 @@ SHARED = [ROOT / p for p in (
     "conformance/examples.py", "conformance/isolate.py", "conformance/plugin.py", "conformance/registry.py",
     "conformance/strategies.py", "conformance/test_spec_examples.py", "conformance/verdicts.py",
     "conformance/draw.py", "conformance/matrix.py", "conformance/strength.py", "conformance/corpus.py",
+    "conformance/reverdict.py",
     "conformance/progress.py", "conformance/coverage.py", "conformance/test_corpus.py",
     "conformance/test_coverage.py",
 )]
