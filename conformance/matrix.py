@@ -325,15 +325,20 @@ def share_text(counts: dict[str, int]) -> str:
     return f"{ok}/{n} ({100 * ok // n}%)" if n else "—"
 
 
-def _share_table(m: Matrix) -> list[str]:
+def share_rows(m: Matrix) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The share table: its area titles, and per adapter its cells (all areas first, then each area)."""
     areas_ = [t for t in m.tables if t.name != VOCABULARY]
-    lines = ["| adapter | all areas | " + " | ".join(t.title for t in areas_) + " |",
-             "| --- | ---: | " + " | ".join("---:" for _ in areas_) + " |"]
-    for i, adapter in enumerate(m.adapters):
-        rows = [r for t in areas_ for r in t.rows]
-        lines.append(f"| `{adapter}` | {share_text(m.counts(i, rows))} | "
-                     + " | ".join(share_text(m.counts(i, t.rows)) for t in areas_) + " |")
-    return lines
+    every = [r for t in areas_ for r in t.rows]
+    groups = [every] + [t.rows for t in areas_]
+    return [t.title for t in areas_], [(a, [share_text(m.counts(i, rows)) for rows in groups])
+                                        for i, a in enumerate(m.adapters)]
+
+
+def _share_table(m: Matrix) -> list[str]:
+    titles, rows = share_rows(m)
+    lines = ["| adapter | all areas | " + " | ".join(titles) + " |",
+             "| --- | ---: | " + " | ".join("---:" for _ in titles) + " |"]
+    return lines + [f"| `{adapter}` | " + " | ".join(cells) + " |" for adapter, cells in rows]
 
 
 def markdown(m: Matrix) -> str:
@@ -502,14 +507,12 @@ def html_page(m: Matrix) -> str:
     for adapter, t in zip(m.adapters, totals):
         out.append(f"<tr><td><code>{_h(adapter)}</code></td><td>{sum(t.values()) - t[ABSENT]}</td>"
                    + "".join(f"<td>{t[k]}</td>" for k in kinds) + "</tr>")
-    areas_ = [t for t in m.tables if t.name != VOCABULARY]
+    titles, share = share_rows(m)
     out += ["</tbody></table>", f"<p>{_h(SHARE_NOTE)}</p>",
             '<table class="summary share"><thead><tr><th>adapter</th><th>all areas</th>'
-            + "".join(f"<th>{_h(t.title)}</th>" for t in areas_) + "</tr></thead><tbody>"]
-    for i, adapter in enumerate(m.adapters):
-        rows = [r for t in areas_ for r in t.rows]
-        out.append(f"<tr><td><code>{_h(adapter)}</code></td><td>{_h(share_text(m.counts(i, rows)))}</td>"
-                   + "".join(f"<td>{_h(share_text(m.counts(i, t.rows)))}</td>" for t in areas_) + "</tr>")
+            + "".join(f"<th>{_h(t)}</th>" for t in titles) + "</tr></thead><tbody>"]
+    out += [f"<tr><td><code>{_h(adapter)}</code></td>" + "".join(f"<td>{_h(c)}</td>" for c in cells) + "</tr>"
+            for adapter, cells in share]
     out += ["</tbody></table>", '<form id="filters">',
             '<label>area <select id="f-area"><option value="">all</option>'
             + "".join(_option(t.name, t.title) for t in m.tables) + "</select></label>",

@@ -35,7 +35,6 @@ EXAMPLE = """example (after a change of the verdict logic or of spark-native's e
       --adapter pyspark-stream --write"""
 
 _FIELDS = {f.name for f in fields(V.ItemResult)}
-_LISTED = "listed as an expected failure ("
 
 
 class ReverdictError(Exception):
@@ -63,8 +62,8 @@ def listed(report: dict[str, Any]) -> dict[str, str]:
     for r in report["rules"]:
         if r["verdict"] == V.XFAIL and r.get("reason"):
             out[r["id"]] = r["reason"]
-        elif r["verdict"] == V.STALE and _LISTED in (r.get("reason") or ""):
-            out[r["id"]] = r["reason"].split(_LISTED, 1)[1].rsplit("), but", 1)[0]
+        elif r["verdict"] == V.STALE and V.listed_reason(r.get("reason") or ""):
+            out[r["id"]] = str(V.listed_reason(r["reason"]))
     return out
 
 

@@ -146,9 +146,24 @@ def verdicts(rules: Mapping[str, Rule], results: Iterable[ItemResult], areas: Se
                 v.verdict, v.reason = XFAIL, expected_failures[rule.id]
             elif v.verdict == PASSED:
                 v.verdict = STALE
-                v.reason = f"listed as an expected failure ({expected_failures[rule.id]}), but it passed"
+                v.reason = stale_reason(expected_failures[rule.id])
         out.append(v)
     return out
+
+
+_STALE = ("listed as an expected failure (", "), but it passed")
+
+
+def stale_reason(listed: str) -> str:
+    """A stale rule's reason, holding the reason it was listed with (`listed_reason` reads it back)."""
+    return f"{_STALE[0]}{listed}{_STALE[1]}"
+
+
+def listed_reason(stale: str) -> str | None:
+    """The reason a stale rule was listed with, read from its `stale_reason`; None if it holds none."""
+    if not (stale.startswith(_STALE[0]) and stale.endswith(_STALE[1])):
+        return None
+    return stale[len(_STALE[0]):-len(_STALE[1])]
 
 
 def excused(blamed: Sequence[str], rules: Mapping[str, Rule], expected_failures: Mapping[str, str],

@@ -91,3 +91,18 @@ def test_an_unknown_adapter_is_a_usage_error(tmp_path: Path, capsys: pytest.Capt
     path.write_text(json.dumps(a_report()))
     assert main(["reverdict", str(path), "--adapter", "no-such-engine"]) == 2
     assert "unknown adapter 'no-such-engine'" in capsys.readouterr().err
+
+
+def test_a_stale_rules_listed_reason_is_kept(tmp_path: Path) -> None:
+    """A rule listed as an expected failure that passed stays stale when recomputed from the
+    report's own list, with the reason it was listed with."""
+    report = a_report()
+    report["properties"][0].update(outcome="passed", blamed=[], reproducer=None, found_after=None)
+    report["rules"][0].update(verdict="stale", reproducer=None,
+                              reason="listed as an expected failure (no per-split watermark), but it passed")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    assert main(["reverdict", str(path), "--write"]) == 0
+    (wm1,) = [r for r in json.loads(path.read_text())["rules"] if r["id"] == "WM-1"]
+    assert (wm1["verdict"], wm1["reason"]) == (
+        "stale", "listed as an expected failure (no per-split watermark), but it passed")

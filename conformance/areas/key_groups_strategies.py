@@ -144,7 +144,9 @@ def _key_table(strings: tuple[str, ...]) -> tuple[tuple[Any, str], ...]:
 KEY_TABLE, PLAIN_KEY_TABLE = _key_table(STRINGS), _key_table(PLAIN_STRINGS)
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+# @cache on a strategy factory: one strategy object per arguments, since hypothesis validates each
+# new object it draws from (a third to a half of the draw's time).
+@cache
 @st.composite
 def keys(draw: Any, lone_surrogates: bool = True) -> tuple[int | str | None, str]:
     """A key and its type; strings with unpaired surrogates only when `lone_surrogates`."""
@@ -155,7 +157,7 @@ def keys(draw: Any, lone_surrogates: bool = True) -> tuple[int | str | None, str
     return key, type_
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+@cache
 @st.composite
 def configs(draw: Any, f: Features) -> KeyGroupsConfig:
     parallelism = draw(st.sampled_from((1, 2, 3, 4, 5, 8)))
@@ -167,7 +169,7 @@ def configs(draw: Any, f: Features) -> KeyGroupsConfig:
     return KeyGroupsConfig(parallelism, max_p, "spark" if f.spark_hash and draw(st.booleans()) else "flink")
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+@cache
 @st.composite
 def updates(draw: Any, f: Features) -> UpdateStep:
     key, type_ = draw(keys(f.lone_surrogates))
@@ -177,14 +179,14 @@ def updates(draw: Any, f: Features) -> UpdateStep:
 NAME_MODES = tuple((n, m) for m in ("split", "split", "union", "broadcast") for n in NAMES)
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+@cache
 @st.composite
 def adds(draw: Any) -> AddDraft:
     name, mode = draw(st.sampled_from(NAME_MODES))  # one draw: a name and its mode (if first)
     return AddDraft(draw(st.integers(0, 9)), name, draw(st.integers(0, 99)), mode)
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+@cache
 @st.composite
 def restores(draw: Any, f: Features, config: KeyGroupsConfig) -> Draft:
     """A restore: at the configured parallelism without rescaling; else at a drawn one, or (with
@@ -196,7 +198,7 @@ def restores(draw: Any, f: Features, config: KeyGroupsConfig) -> Draft:
     return RestoreDraft(draw(st.integers(0, 6)), draw(st.integers(0, 3)) == 3)
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+@cache
 @st.composite
 def bursts(draw: Any, f: Features, config: KeyGroupsConfig) -> list[Draft]:
     """Elements of two split names dealt over the first subtasks, two of a broadcast name, a
@@ -218,7 +220,7 @@ def _kinds(f: Features) -> tuple[str, ...]:
     return kinds
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+@cache
 @st.composite
 def blocks(draw: Any, f: Features, config: KeyGroupsConfig) -> list[Draft]:
     """One step, or a burst's steps."""
@@ -234,7 +236,7 @@ def blocks(draw: Any, f: Features, config: KeyGroupsConfig) -> list[Draft]:
     return draw(bursts(f, config))
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+@cache
 @st.composite
 def schedules(draw: Any, f: Features) -> Schedule:
     """A valid key groups schedule using the features."""

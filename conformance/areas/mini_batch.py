@@ -367,7 +367,9 @@ WIDE = st.integers(0, 2).map(lambda n: n == 2)  # a third of the schedules (shri
 ENDS = st.sampled_from((False, True, True, True))  # three schedules in four end (shrinks to no end)
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+# @cache on a strategy factory: one strategy object per arguments, since hypothesis validates each
+# new object it draws from (a third to a half of the draw's time).
+@cache
 @st.composite
 def configs(draw: Any, f: Features) -> MiniBatchConfig:
     """A configuration using the features: each field drawn on its own (MB-3: `two_phase` asked for
@@ -450,7 +452,7 @@ MARKS = st.builds(Mark, st.sampled_from(MARK_HOWS), st.integers(0, len(RISES) - 
 RESTORES = st.sampled_from(("latest", "latest", "older", "none"))
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+@cache
 def intents(f: Features) -> st.SearchStrategy[Any]:
     """One step as drawn: its kind first (rows half the time), then its fields, each a strategy of its
     own, so that shrinking simplifies a field without touching the others."""
@@ -558,7 +560,7 @@ def steps_of(draft: _Draft, drawn: Sequence[Any]) -> list[Step]:
     return out
 
 
-@cache  # one strategy object per arguments: hypothesis validates each new one (a third of the draw's time)
+@cache
 @st.composite
 def schedules(draw: Any, f: Features) -> Schedule:
     """A valid mini-batch schedule using the features: a list of drawn steps (`intents`), each made
