@@ -299,6 +299,20 @@ def test_the_header_names_adapter_version_profile_seed_areas_and_capabilities(  
         in result.stdout.str(), result.stdout.str()
 
 
+@pytest.mark.parametrize("suite", ["test_spec_examples.py", "test_corpus.py"])
+def test_the_thorough_profile_runs_the_spec_examples_and_the_corpus(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, suite: str) -> None:
+    """Under random seeds the suite seeds each @given property; the tests of fixed schedules (the
+    spec's examples, the corpus) have no @given, and hypothesis refuses @seed on them."""
+    run = suite_runner(pytester, monkeypatch, str(REPO / "conformance" / suite))
+    monkeypatch.setenv("CONFORMANCE_PROFILE", "thorough")
+    monkeypatch.setenv("CONFORMANCE_CORPUS", str(REPO / "conformance" / "corpus"))
+    result = run("--adapter", "reference", "--areas", "async_io", "-p", "no:randomly")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert re.search(r"\b[1-9]\d* passed", out) and "failed" not in out, out
+
+
 def test_unknown_rule_id_in_a_marker_is_a_collection_error(pytester: pytest.Pytester,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(REPO))
