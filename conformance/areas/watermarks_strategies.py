@@ -20,6 +20,7 @@ conformance/areas/watermarks.py (`COVERAGE`, `coverage`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -75,31 +76,71 @@ class Features:
                        failover=self.failover and ok("failover"))
 
 
-@st.composite
-def configs(draw: Any, f: Features) -> WatermarksConfig:
+# Strategies built once and drawn many times: building one per draw (`st.integers(a, b)`, a
+# composite) costs a cache look-up and a validation each time, more than the draw.
+_READERS: dict[tuple[int, int], st.SearchStrategy[int]] = {}
+_BOUNDS = st.integers(0, 3)
+_INTERVALS = st.sampled_from((10, 5))
+_IDLENESS = st.sampled_from((15, 10, 25))
+_DRIFTS = st.sampled_from((5, 10, 20))
+_BUFFERS = st.integers(0, 3)
+_BOOLEANS = st.booleans()
+
+
+def _readers(f: Features) -> st.SearchStrategy[int]:
+    key = (f.min_readers, f.max_readers)
+    if key not in _READERS:
+        _READERS[key] = st.integers(*key)
+    return _READERS[key]
+
+
+def draw_config(draw: Any, f: Features) -> WatermarksConfig:
     """A configuration, field by field, each shrinking towards its plainest value."""
     return WatermarksConfig(
-        readers=draw(st.integers(f.min_readers, f.max_readers)),
-        bound=draw(st.integers(0, 3)),
-        interval=draw(st.sampled_from((10, 5))),
-        idleness=draw(st.sampled_from((15, 10, 25))) if f.idleness else None,
-        max_drift=draw(st.sampled_from((5, 10, 20))) if f.alignment else None,
-        alignment_buffer=draw(st.integers(0, 3)) if f.alignment else 3,
-        punctuated=f.punctuated and draw(st.booleans()),
+        readers=draw(_readers(f)),
+        bound=draw(_BOUNDS),
+        interval=draw(_INTERVALS),
+        idleness=draw(_IDLENESS) if f.idleness else None,
+        max_drift=draw(_DRIFTS) if f.alignment else None,
+        alignment_buffer=draw(_BUFFERS) if f.alignment else 3,
+        punctuated=f.punctuated and draw(_BOOLEANS),
     )
+
+
+@st.composite
+def configs(draw: Any, f: Features) -> WatermarksConfig:
+    """A configuration drawn as `draw_config` does."""
+    return draw_config(draw, f)
 
 
 @dataclass(frozen=True)
 class Move:
-    """One drawn step: its kind, then its fields (`which`: a live split, or a reader; `value`: a
-    timestamp or a duration; `more`: what a burst varies), each with a strategy of its own, so that
-    shrinking can drop the move and simplify each field.  A burst (`leap`, `edge`, `idle_leap`) is
-    one move of several steps, which shrinking removes or turns into a plain step as a whole."""
+    """One drawn step: its kind, then only the fields that kind uses, each with a strategy of its own
+    (`which`: a live split, or a reader; `value`: a timestamp, a duration, or a burst's offset;
+    `other`: the other split a burst writes to), so that shrinking can drop the move and simplify
+    each field.  A burst (`leap`, `edge`, `idle_leap`) is one move of several steps, which shrinking
+    removes or turns into a plain step as a whole."""
 
     kind: str
     which: int = 0
     value: int = 0
-    more: int = 0
+    other: int = 0
+
+
+_WHICH = st.integers(0, 7)  # a live split (modulo their number), or a reader
+_VALUE = st.integers(0, 47)  # a timestamp; a duration (modulo the configuration's span)
+_OFFSET = st.integers(0, 7)  # how far beyond every drift a leap goes; an edge's 1 above the drift
+_FIELDS: dict[str, tuple[tuple[str, st.SearchStrategy[int]], ...]] = {
+    "record": (("which", _WHICH), ("value", _VALUE)),
+    "tick": (("value", _VALUE),),
+    "add_split": (("which", _WHICH),),
+    "finish_split": (("which", _WHICH),),
+    "align": (),
+    "failover": (),
+    "leap": (("which", _WHICH), ("other", _WHICH), ("value", _OFFSET)),
+    "edge": (("which", _WHICH), ("other", _WHICH), ("value", _BOOLEANS)),
+    "idle_leap": (("which", _WHICH), ("other", _WHICH), ("value", _OFFSET)),
+}
 
 
 def _kinds(f: Features) -> tuple[str, ...]:
@@ -110,10 +151,18 @@ def _kinds(f: Features) -> tuple[str, ...]:
     return (*kinds, *(["failover"] if f.failover else []))
 
 
+@st.composite
+def _move(draw: Any, kinds: st.SearchStrategy[str]) -> Move:
+    """A move: its kind, then the fields that kind uses (`_FIELDS`), and no others."""
+    kind = draw(kinds)
+    return Move(kind, **{name: int(draw(field)) for name, field in _FIELDS[kind]})
+
+
+@functools.cache
 def moves(f: Features) -> st.SearchStrategy[list[Move]]:
-    """About fifteen moves on average (a flat list averages five)."""
-    move = st.builds(Move, st.sampled_from(_kinds(f)), st.integers(0, 7), st.integers(0, 47),
-                     st.integers(0, 63))
+    """About fifteen moves on average: a list of lists (a flat `st.lists` averages five, and its
+    average cannot be set), one strategy per feature set."""
+    move = _move(st.sampled_from(_kinds(f)))
     return st.lists(st.lists(move, min_size=1, max_size=10), min_size=1, max_size=5).map(
         lambda chunks: [m for chunk in chunks for m in chunk])
 
@@ -139,7 +188,6 @@ class _Drawing:
         add = AddSplitStep(m.which % c.readers, len(self.splits))
         if m.kind in ("record", "finish_split", "leap", "edge", "idle_leap") and not live:
             return [add if room else TickStep(1 + m.value % 5)]
-        n = m.which | m.more << 3
         if m.kind == "record":
             return [RecordStep(live[m.which % len(live)], m.value)]
         if m.kind == "add_split" and room:
@@ -151,18 +199,19 @@ class _Drawing:
         if m.kind == "failover":
             return [FailoverStep()]
         if m.kind in ("leap", "edge", "idle_leap"):
-            return list(getattr(self, m.kind)(live, n))
+            return list(getattr(self, m.kind)(live, m))
         return [TickStep(1 + m.value % (2 * c.interval + 3))]
 
-    def leap(self, live: list[int], n: int) -> list[Step]:
-        """A record on another live split at the highest timestamp so far, one on a live split
-        beyond every drift ahead of it, a periodic interval, and announcements until the samplers
-        hold it (WM-22..WM-24): that split, or its reader, is ahead and is held (WM-25, WM-26); with
-        failovers, one follows while it is held (WM-16: alignment starts afresh)."""
-        split = live[n % len(live)]
+    def leap(self, live: list[int], m: Move) -> list[Step]:
+        """A record on another live split (`other`) at the highest timestamp so far, one on a live
+        split (`which`) beyond every drift ahead of it (by 21 + `value`), a periodic interval, and
+        announcements until the samplers hold it (WM-22..WM-24): that split, or its reader, is ahead
+        and is held (WM-25, WM-26); with failovers, one follows while it is held (WM-16: alignment
+        starts afresh)."""
+        split = live[m.which % len(live)]
         others = [s for s in live if s != split]
-        steps: list[Step] = [RecordStep(others[(n >> 3) % len(others)], self.top)] if others else []
-        steps += [RecordStep(split, self.top + 21 + n % 8), TickStep(self.config.interval)]
+        steps: list[Step] = [RecordStep(others[m.other % len(others)], self.top)] if others else []
+        steps += [RecordStep(split, self.top + 21 + m.value), TickStep(self.config.interval)]
         steps += [AlignStep()] * max(1, self.config.alignment_buffer)
         return steps + [FailoverStep()] if self.f.failover else steps
 
@@ -170,28 +219,28 @@ class _Drawing:
         """A periodic interval, then announcements until the samplers hold what it sent (WM-22..WM-24)."""
         return [TickStep(self.config.interval)] + [AlignStep()] * max(1, self.config.alignment_buffer)
 
-    def edge(self, live: list[int], n: int) -> list[Step]:
-        """A record on a live split of another reader at the highest timestamp so far, and one on a
-        live split exactly the drift above it, or one more (drawn): a reader at the allowed maximum
-        goes on reading, one above it stops (WM-25's boundary)."""
-        split = live[n % len(live)]
+    def edge(self, live: list[int], m: Move) -> list[Step]:
+        """A record on a live split (`other`) of another reader at the highest timestamp so far, and
+        one on a live split (`which`) exactly the drift above it, or one more (`value`): a reader at
+        the allowed maximum goes on reading, one above it stops (WM-25's boundary)."""
+        split = live[m.which % len(live)]
         lows = [s for s in live if self.splits[s] != self.splits[split]] or [s for s in live if s != split]
-        steps: list[Step] = [RecordStep(lows[(n >> 3) % len(lows)], self.top)] if lows else []
+        steps: list[Step] = [RecordStep(lows[m.other % len(lows)], self.top)] if lows else []
         drift = self.config.max_drift or 0
-        steps.append(RecordStep(split, self.top + drift + (n >> 6 & 1)))
+        steps.append(RecordStep(split, self.top + drift + m.value))
         return steps + self._rounds_to_hold()
 
-    def idle_leap(self, live: list[int], n: int) -> list[Step]:
-        """A split far ahead, then silent while another split (of its reader if it has one) goes on
-        at the highest timestamp so far, past the idleness timeout, then announcements: an idle split
-        above the allowed maximum, which alignment neither pauses nor resumes (WM-26), and an idle
-        reader while others are held (WM-14, WM-25)."""
-        split = live[n % len(live)]
+    def idle_leap(self, live: list[int], m: Move) -> list[Step]:
+        """A split (`which`) far ahead (by 21 + `value`), then silent while another split (`other`, of
+        its reader if it has one) goes on at the highest timestamp so far, past the idleness timeout,
+        then announcements: an idle split above the allowed maximum, which alignment neither pauses
+        nor resumes (WM-26), and an idle reader while others are held (WM-14, WM-25)."""
+        split = live[m.which % len(live)]
         siblings = [s for s in live if s != split and self.splits[s] == self.splits[split]]
         talking = siblings or [s for s in live if s != split]
-        steps: list[Step] = [RecordStep(split, self.top + 21 + n % 8), TickStep(self.config.interval)]
+        steps: list[Step] = [RecordStep(split, self.top + 21 + m.value), TickStep(self.config.interval)]
         for _ in range((self.config.idleness or 0) // max(self.config.interval, 1) + 2):
-            steps += [RecordStep(talking[(n >> 3) % len(talking)], self.top)] if talking else []
+            steps += [RecordStep(talking[m.other % len(talking)], self.top)] if talking else []
             steps.append(TickStep(self.config.interval))
         return steps + [AlignStep()] * max(1, self.config.alignment_buffer)
 
@@ -205,7 +254,22 @@ class _Drawing:
         self.steps.append(s)
 
 
-@st.composite
+_TOGGLE = st.integers(0, 3)
+_RISE = st.integers(1, 2)
+
+
+@functools.cache
+def _round_lists(readers: int) -> st.SearchStrategy[list[list[tuple[tuple[int, int], ...]]]]:
+    """Rounds (lists of lists, about fifteen), each a (toggle, rise) for every reader."""
+    one = st.tuples(*[st.tuples(_TOGGLE, _RISE)] * readers)
+    return st.lists(st.lists(one, min_size=1, max_size=10), min_size=1, max_size=5)
+
+
+@functools.cache
+def _permutations(readers: int) -> st.SearchStrategy[list[int]]:
+    return st.permutations(range(readers))
+
+
 def _rounds(draw: Any, config: WatermarksConfig) -> list[Step]:
     """One split per reader, then rounds: a record for each reader that is talking, then a
     periodic interval; each round, each reader starts talking, or falls silent, or talks again with
@@ -214,9 +278,7 @@ def _rounds(draw: Any, config: WatermarksConfig) -> list[Step]:
     watermarks are ordered.  At the end, silence until every reader is idle, in the order of their
     last records.  So the valve's channels go idle, and come back below or above its output, in many
     orders (WM-19, WM-20)."""
-    reader = st.tuples(st.integers(0, 3), st.integers(1, 2))
-    one = st.lists(reader, min_size=config.readers, max_size=config.readers)
-    rounds = draw(st.lists(st.lists(one, min_size=1, max_size=10), min_size=1, max_size=5))
+    rounds = draw(_round_lists(config.readers))
     steps: list[Step] = [AddSplitStep(r, r) for r in range(config.readers)]
     ts = [100 * r for r in range(config.readers)]
     talking = [True] * config.readers
@@ -231,7 +293,6 @@ def _rounds(draw: Any, config: WatermarksConfig) -> list[Step]:
     return steps
 
 
-@st.composite
 def _relay(draw: Any, config: WatermarksConfig) -> list[Step]:
     """D1's relay (WM-19, WM-20) among three readers, whose roles (low, middle, high: timestamps
     rising from 0, 100, 200) are a drawn permutation; any other reader stays silent.  Phases, each a
@@ -244,16 +305,16 @@ def _relay(draw: Any, config: WatermarksConfig) -> list[Step]:
     the silence at the end leaves the low one, or the high one, last (Flink 2.3.0 flushes nothing,
     the fix the maximum)."""
     steps: list[Step] = [AddSplitStep(r, r) for r in range(config.readers)]
-    low, middle, high = draw(st.permutations(range(config.readers)))[:3]
+    low, middle, high = draw(_permutations(config.readers))[:3]
     roles = [low, middle, high]
     ts = {r: 100 * roles.index(r) for r in roles}
     phases = [set(), {high}, {high, low}, {high}, {high, middle}]
-    phases += [{middle}] if draw(st.booleans()) else []
+    phases += [{middle}] if draw(_BOOLEANS) else []
     for silent in phases:
-        for _ in range(draw(st.integers(1, 2))):
+        for _ in range(draw(_RISE)):
             for r in roles:
                 if r not in silent:
-                    ts[r] += draw(st.integers(1, 2))
+                    ts[r] += draw(_RISE)
                     steps.append(RecordStep(r, ts[r]))
             steps.append(TickStep((config.idleness or 0) + max(config.interval, 1)))
     steps.append(TickStep(max(config.interval, 1) * 3 + (config.idleness or 0)))
@@ -266,23 +327,25 @@ def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) ->
     moves (`moves`), or, for the valve, rounds (`_rounds`, or `_relay` one time in four with three
     readers and idleness)."""
     if config is None:
-        config = draw(configs(f))
+        config = draw_config(draw, f)
     d = _Drawing(f, config)
     if f.rounds:
-        relay = config.readers >= 3 and config.idleness is not None and draw(st.integers(0, 3)) == 3
-        rounds = draw((_relay if relay else _rounds)(config))
+        relay = config.readers >= 3 and config.idleness is not None and draw(_TOGGLE) == 3
+        rounds = (_relay if relay else _rounds)(draw, config)
         for s in rounds[: f.max_steps - 1] + rounds[-1:]:
             d.apply(s)
     else:
         for m in draw(moves(f))[: f.max_steps]:
             for s in d.steps_of(m):
                 d.apply(s)
-    if f.end and draw(st.booleans()):
+    if f.end and draw(_BOOLEANS):
         d.apply(EndStep())
     return Schedule(AREA, config, tuple(d.steps))
 
 
+@functools.cache
 def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:
+    """Batches of schedules using the features: one strategy per feature set and size."""
     return batches(schedules(f), max_size)
 
 
