@@ -3,19 +3,27 @@ construction), and malformed schedules broken in one way (or two, where the chec
 name their rule.
 
 `Features` says which parts of the vocabulary a property uses; `Features.restrict` drops what an
-adapter cannot run.  A configuration is drawn field by field (`configs`), then a list of moves
-(`moves`): each a kind, then its fields, each with its own strategy, so that shrinking drops any
-single move and simplifies any field towards the plainest step (a record with a small timestamp).  With
-alignment, some moves are bursts (`leap`: a split far ahead, then announcements) so that readers
-and splits are held, and failovers come while they are; `edge` puts a reader exactly at the
-allowed maximum or one above it (WM-25's boundary), and `idle_leap` lets a split far ahead go idle
-before the announcements (idleness and split alignment together, WM-26); shrinking removes a burst,
-or turns it into a plain step, as a whole.  Malformed schedules combine two causes too
-(`_refused_twice`), where the checks are ordered.  The valve's property draws rounds of
-records and silences instead, and some of them follow D1's relay among three readers (`_relay`), so
-that both halves of Flink 2.3.0's valve bug show.  `into_async_io` feeds what the valve's task
-receives into an async I/O operator.  The rare states these reach, and their floors, are in
-conformance/areas/watermarks.py (`COVERAGE`, `coverage`).
+adapter cannot run.  A configuration is drawn field by field (`draw_config`), then a list of moves
+(`moves`): each its kind, then only the fields that kind uses (`_FIELDS`: a record its split and
+timestamp, a tick its duration, an added split its reader, a finish its split, align and failover
+nothing), each field with its own strategy, so that shrinking drops any single move and simplifies
+any field towards the plainest step (a record with a small timestamp); no drawn integer stands for
+several fields.  The moves are a list of lists, so that a schedule has about fifteen of them (a flat
+`st.lists` averages five and its average cannot be set).  With alignment, some moves are bursts
+(`leap`: a split far ahead, then announcements) so that readers and splits are held, and failovers
+come while they are; `edge` puts a reader exactly at the allowed maximum or one above it (WM-25's
+boundary), and `idle_leap` lets a split far ahead go idle before the announcements (idleness and
+split alignment together, WM-26); a burst draws its split, the other split it writes to and its
+offset, and shrinking removes it, or turns it into a plain step, as a whole.  Malformed schedules
+combine two causes too (`_refused_twice`), where the checks are ordered.  The valve's property draws
+rounds of records and silences instead, and some of them follow D1's relay among three readers
+(`_relay`), so that both halves of Flink 2.3.0's valve bug show.  `into_async_io` feeds what the
+valve's task receives into an async I/O operator.  The rare states these reach, and their floors,
+are in conformance/areas/watermarks.py (`COVERAGE`, `coverage`).
+
+The strategies are built once and drawn many times (module constants, `functools.cache` on the
+factories): hypothesis validates each new strategy object and looks `st.integers(a, b)` up in a
+cache, which cost more than the draws themselves.
 """
 
 from __future__ import annotations
@@ -105,12 +113,6 @@ def draw_config(draw: Any, f: Features) -> WatermarksConfig:
         alignment_buffer=draw(_BUFFERS) if f.alignment else 3,
         punctuated=f.punctuated and draw(_BOOLEANS),
     )
-
-
-@st.composite
-def configs(draw: Any, f: Features) -> WatermarksConfig:
-    """A configuration drawn as `draw_config` does."""
-    return draw_config(draw, f)
 
 
 @dataclass(frozen=True)
@@ -344,9 +346,15 @@ def schedules(draw: Any, f: Features, config: WatermarksConfig | None = None) ->
 
 
 @functools.cache
+def _schedules_of(f: Features) -> st.SearchStrategy[Schedule]:
+    """`schedules(f)`, one strategy per feature set."""
+    return schedules(f)
+
+
+@functools.cache
 def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:
     """Batches of schedules using the features: one strategy per feature set and size."""
-    return batches(schedules(f), max_size)
+    return batches(_schedules_of(f), max_size)
 
 
 # --------------------------------------------------------------------------
@@ -357,8 +365,7 @@ def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[S
 @st.composite
 def malformed_schedules(draw: Any) -> Malformed:
     """A valid schedule broken in one way that names its rule and its step."""
-    f = Features(max_readers=3, max_steps=8, end=False)
-    base: Schedule = draw(schedules(f))
+    base: Schedule = draw(_schedules_of(Features(max_readers=3, max_steps=8, end=False)))
     steps = base.to_dict()["steps"]
     n = len(steps)
     kind = draw(st.sampled_from(("zero idleness", "negative drift", "unknown reader", "split added twice",
@@ -441,7 +448,7 @@ def into_async_io(draw: Any, f: Features, modes: Sequence[str]) -> Schedule:
     from flink_semantics.spec.areas.async_io import AsyncIoConfig, CompleteStep, StatusStep, WatermarkStep
     from flink_semantics.spec.areas.async_io import RecordStep as AsyncRecord
 
-    inputs = downstream_inputs(expected_trace(draw(schedules(f))))
+    inputs = downstream_inputs(expected_trace(draw(_schedules_of(f))))
     config = AsyncIoConfig(mode=draw(st.sampled_from(list(modes))))
     steps: list[Step] = []
     outstanding: list[int] = []
