@@ -383,30 +383,38 @@ def _functions(df: Any) -> Any:
     return functions_of(df)
 
 
-def values_frame(spark: Any, rows: Sequence[Sequence[Any]], ddl: str) -> Any:
-    """A small DataFrame of `rows` (DDL `name type, ...`; int, string and array<int> columns) made of
-    one literal, the rows as JSON text that `from_json` parses in the JVM: `createDataFrame` of a list
-    parallelizes pickled rows that every execution of a streaming micro-batch unpickles in Python
-    workers, and a literal per value (`lit`, `struct`, `array`) costs a call to the JVM each, seconds
-    for the jobs of a round (150 jobs of 8 subtasks: 3 s against 0.03 s)."""
+def lookup(df: Any, key: str, table: Mapping[int, Sequence[Any]], ddl: str) -> Any:
+    """The rows of `df` whose int column `key` is a key of `table`, each with the columns `ddl` (`name
+    type, ...`; int, string and array types) of its key's row in `table`.  The table is one literal,
+    JSON text that `from_json` parses in the JVM into a map (folded once when a micro-batch is
+    planned) looked up row by row: a join with a small DataFrame would run a Spark job of its own
+    (its broadcast) in every micro-batch, `createDataFrame` parallelizes pickled rows that every
+    micro-batch unpickles in Python workers, and a literal per value (`lit`, `struct`, `array`)
+    costs a call to the JVM each, seconds for the jobs of a round (150 jobs of 8 subtasks: 3 s
+    against 0.03 s)."""
     import json
 
-    F = _functions(spark.range(1))
-    fields = [(f.split()[0], f.split()[1]) for f in ddl.split(", ")]
-    text = json.dumps([{n: (list(v) if isinstance(v, (list, tuple)) else v) for (n, _), v in zip(fields, row)}
-                       for row in rows])
-    schema = f"array<struct<{', '.join(f'{n}: {t}' for n, t in fields)}>>"
-    return spark.range(1).select(F.inline(F.from_json(F.lit(text), schema)))
+    F = _functions(df)
+    fields = [(f.split()[0], f.split(None, 1)[1]) for f in ddl.split(", ")]
+    text = json.dumps({str(k): {n: (list(v) if isinstance(v, (list, tuple)) else v)
+                                for (n, _), v in zip(fields, row)} for k, row in table.items()})
+    table_type = f"map<string, struct<{', '.join(f'{n}: {t}' for n, t in fields)}>>"
+    found = F.try_element_at(F.from_json(F.lit(text), table_type), F.col(key).cast("string"))
+    columns = [c for c in df.columns if c not in {n for n, _ in fields}]
+    return (df.withColumn("kg_found", found).where(F.col("kg_found").isNotNull())
+            .select(*columns, *[F.col(f"kg_found.{n}").alias(n) for n, _ in fields]))
 
 
-def _jobs_frame(spark: Any, jobs: Mapping[int, JobSpec], parallelism: int, partitions: int) -> Any:
-    rows = []
+def _jobs_table(jobs: Mapping[int, JobSpec], parallelism: int, partitions: int) -> dict[int, tuple[Any, ...]]:
+    """job -> (its parallelism, maximum parallelism, hash profile, its subtasks' salts)."""
+    out: dict[int, tuple[Any, ...]] = {}
     for j, s in sorted(jobs.items()):
         p = s.parallelism or parallelism
-        salts = partition_salts(partitions, j, p)
-        rows.append((int(j), p, max_parallelism_of(p, s.max_parallelism), s.hash, salts))
-    ddl = f"{JOB} int, {PAR} int, {MAXP} int, {PROFILE} string, {SALTS} array<int>"
-    return values_frame(spark, rows, ddl)
+        out[int(j)] = (p, max_parallelism_of(p, s.max_parallelism), s.hash, partition_salts(partitions, j, p))
+    return out
+
+
+JOBS_DDL = f"{PAR} int, {MAXP} int, {PROFILE} string, {SALTS} array<int>"
 
 
 def _check_jobs(jobs: Mapping[int, JobSpec], partitions: int) -> None:
@@ -461,7 +469,6 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     parts = parallelism if partitions is None else partitions
     max_parallelism_of(parts, None)  # KG-8's bounds on the state partitions too
     F = _functions(df)
-    spark = df.sparkSession
     types = dict(df.dtypes)
     if key not in types:
         raise ValueError(f"key: no column {key!r}")
@@ -473,7 +480,7 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
         rows = df.withColumn(TYPE, F.col(key_type))
     rows = rows.withColumn(KEY, F.col(key).cast("string"))
     rows = rows.withColumn(JOB, F.col(job_column).cast("int") if jobs_given else F.lit(0))
-    rows = rows.join(F.broadcast(_jobs_frame(spark, jobs, parallelism, parts)), JOB)
+    rows = lookup(rows, JOB, _jobs_table(jobs, parallelism, parts), JOBS_DDL)
     rows = rows.withColumn(HASH, key_hash_column(F, KEY, TYPE, F.col(PROFILE)))
     rows = rows.withColumn(GROUP, F.pmod(F.col(HASH), F.col(MAXP)).cast("int"))  # KG-1, KG-30
     rows = rows.withColumn(SUBTASK, F.expr(  # KG-3
@@ -534,15 +541,20 @@ def _read(spark: Any, location: str, variable: str, batch: int) -> Any:
             .option("batchId", batch).load(location))
 
 
-def _plan(spark: Any, rescales: Sequence[Rescale]) -> Any:
-    rows = []
+def _plan(rescales: Sequence[Rescale]) -> dict[int, tuple[Any, ...]]:
+    """job -> (old parallelism, new parallelism, maximum parallelism, new state partitions, its new
+    subtasks' salts, its old subtasks' salts): PLAN_DDL."""
+    out: dict[int, tuple[Any, ...]] = {}
     for r in rescales:
         parts = r.new_partitions or r.new_parallelism
-        rows.append((r.job, r.parallelism, r.new_parallelism, r.max_parallelism, parts,
-                     partition_salts(parts, r.job, r.new_parallelism),
-                     partition_salts(r.partitions or r.parallelism, r.old_job, r.parallelism)))
-    return values_frame(spark, rows, f"{JOB} int, kg_old_p int, {NEW_P} int, {MAXP} int, {PARTS} int, "
-                                 f"{SALTS} array<int>, {OLD_SALTS} array<int>")
+        out[r.job] = (r.parallelism, r.new_parallelism, r.max_parallelism, parts,
+                      partition_salts(parts, r.job, r.new_parallelism),
+                      partition_salts(r.partitions or r.parallelism, r.old_job, r.parallelism))
+    return out
+
+
+PLAN_DDL = (f"kg_old_p int, {NEW_P} int, {MAXP} int, {PARTS} int, {SALTS} array<int>, "
+            f"{OLD_SALTS} array<int>")
 
 
 def _old_subtask(state: Any, F: Any) -> Any:
@@ -557,15 +569,14 @@ def _reads(spark: Any, rescales: Sequence[Rescale], variable: str, columns: list
     """Every rescaled job's state variable as of its batch: one read per (location, batch), each old
     job's rows given the id of every job restored from them (`checkpoint_job` -> `job`)."""
     F = _functions(spark.range(1))
-    by_read: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    by_read: dict[tuple[str, int], dict[int, list[int]]] = {}
     for r in rescales:
-        by_read.setdefault((r.checkpoint_location, r.batch_id), []).append((r.old_job, r.job))
-    frames = [_read(spark, loc, variable, batch)
-              .select(F.col(f"key.{SALT}").alias("kg_old_salt"), F.col(f"key.{JOB}").alias("kg_old_job"),
-                      *columns)
-              .where(F.col("kg_old_job").isin(sorted({old for old, _ in jobs})))
-              .join(F.broadcast(values_frame(spark, jobs, f"kg_old_job int, {JOB} int")), "kg_old_job")
-              .drop("kg_old_job")
+        by_read.setdefault((r.checkpoint_location, r.batch_id), {}).setdefault(r.old_job, []).append(r.job)
+    frames = [lookup(_read(spark, loc, variable, batch)
+                     .select(F.col(f"key.{SALT}").alias("kg_old_salt"),
+                             F.col(f"key.{JOB}").alias("kg_old_job"), *columns),
+                     "kg_old_job", {old: (new,) for old, new in jobs.items()}, "kg_new_jobs array<int>")
+              .withColumn(JOB, F.explode("kg_new_jobs")).drop("kg_old_job", "kg_new_jobs")
               for (loc, batch), jobs in sorted(by_read.items())]
     out = frames[0]
     for f in frames[1:]:
@@ -646,12 +657,13 @@ def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "v
     if len({r.job for r in rescales}) != len(rescales):
         raise ValueError("rescales: a job is rescaled once")
     F, Window = _functions(spark.range(1)), _window(spark)
-    plan = F.broadcast(_plan(spark, rescales))
+    plan = _plan(rescales)
     fields = [f.split()[0] for f in state_schema.split(", ")]
     keyed = _reads(spark, rescales, "keyed", ["user_map_key.*", *[F.col(f"user_map_value.{f}").alias(f"s_{f}")
                                                                   for f in fields]])
-    keyed = redistribute_keyed(keyed.join(plan, JOB), F)
-    operator = _old_subtask(_reads(spark, rescales, "operator", ["list_element.*"]).join(plan, JOB), F)
+    keyed = redistribute_keyed(lookup(keyed, JOB, plan, PLAN_DDL), F)
+    operator = lookup(_reads(spark, rescales, "operator", ["list_element.*"]), JOB, plan, PLAN_DDL)
+    operator = _old_subtask(operator, F)
     operator = redistribute_operator(operator, F, Window)
     state_types = {f"s_{f.split()[0]}": f.split()[1] for f in state_schema.split(", ")}
     ddl = {"kg_kind": "string", "kg_key_group": "int", "kg_type": "string", "kg_key": "string",
