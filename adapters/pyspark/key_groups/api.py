@@ -315,12 +315,13 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         self.next_pos = handle.getValueState("next_pos", struct("pos long"))
 
     def _pos(self) -> int:
-        return int(self.next_pos.get()[0]) if self.next_pos.exists() else 0
+        got = self.next_pos.get()  # one call to the state server (None when unset)
+        return 0 if got is None else int(got[0])
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
         """The restored state of this subtask (KG-13, KG-14, KG-17..KG-21): rows of `rescale_jobs`."""
         fields = [(f"s_{f.split()[0]}", f.split()[1]) for f in self.user.state_schema.split(", ")]
-        pos = self._pos()
+        pos = start = self._pos()
         for r in initialState.to_dict("records"):
             if r["kg_kind"] == "keyed":
                 self.keyed.updateValue((int(r["kg_key_group"]), r["kg_type"], _text(r["kg_key"])),
@@ -329,7 +330,8 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
                 element = (r["kg_name"], r["kg_mode"], int(r["kg_pos"]), int(r["kg_element"]))
                 self.operator.appendValue(element)
                 pos = max(pos, int(r["kg_pos"]) + 1)
-        self.next_pos.update((pos,))
+        if pos != start:
+            self.next_pos.update((pos,))
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         import pandas as pd
@@ -343,7 +345,9 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         ctx = SubtaskContext(job, _int(pdf[AT].iloc[0]), TaskContext.get().partitionId(), self.keyed,
                              self.operator, self.next_pos)
         out: list[tuple[Any, ...]] = []
-        for row in pdf[self.columns].itertuples(index=False):
+        if list(pdf.columns) != self.columns:
+            pdf = pdf[self.columns]
+        for row in pdf.itertuples(index=False):
             out.extend(self._row(salt, row, ctx))
             if self.chaos_root is not None:  # a failure after each state update (chaos.py)
                 from flink_semantics.adapters.pyspark import chaos
@@ -351,6 +355,8 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
                 chaos.task_point(self.chaos_root, "key_groups.keyed_process")
         if ctx._pos is not None:
             self.next_pos.update((ctx._pos,))
+        if not out:  # nothing to convert to Arrow and send (a subtask's add_state rows, an empty dump)
+            return
         if self.with_job:
             out = [(job, *o) for o in out]
         yield pd.DataFrame(out, columns=self.outputs)
