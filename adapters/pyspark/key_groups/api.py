@@ -195,20 +195,27 @@ class KeyedProcessor:
 
 
 class KeyState:
-    """One key's state in its key group (the MapState entry (key group, type, key))."""
+    """One key's state in its key group (the MapState entry (key group, type, key)).  `known`: the
+    values of the subtask's entries read or written so far in this call (each write goes to the state
+    store at once; a key read again is not asked of the state server again)."""
 
-    def __init__(self, store: Any, entry: tuple[Any, ...]):
+    def __init__(self, store: Any, entry: tuple[Any, ...], known: dict[Any, Any] | None = None):
         self._store, self._entry = store, entry
+        self._known = {} if known is None else known
 
     def get(self) -> tuple[Any, ...] | None:
-        value = self._store.getValue(self._entry)  # None when the key has none
-        return None if value is None else tuple(value)
+        if self._entry not in self._known:
+            value = self._store.getValue(self._entry)  # None when the key has none
+            self._known[self._entry] = None if value is None else tuple(value)
+        return self._known[self._entry]
 
     def update(self, value: tuple[Any, ...]) -> None:
         self._store.updateValue(self._entry, tuple(value))
+        self._known[self._entry] = tuple(value)
 
     def clear(self) -> None:
         self._store.removeKey(self._entry)
+        self._known[self._entry] = None
 
 
 class OperatorList:
@@ -238,6 +245,7 @@ class SubtaskContext:
         self.key_group: int | None = None
         self._keyed, self._operator, self._pos_state = keyed, operator, pos_state
         self._pos: int | None = None  # the next operator element's position, read when first needed
+        self._known: dict[Any, Any] = {}  # keyed state read or written in this call (KeyState)
 
     def next_pos(self) -> int:
         if self._pos is None:
@@ -371,7 +379,7 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
             raise RuntimeError(f"key group {ctx.key_group} of subtask {getattr(row, SUBTASK)} reached "
                                f"partition {ctx.partition}: start the query with key_groups.api.start")
         type_, text = getattr(row, TYPE), _text(getattr(row, KEY))
-        state = KeyState(self.keyed, (ctx.key_group, type_, text))
+        state = KeyState(self.keyed, (ctx.key_group, type_, text), ctx._known)
         return self.user.process(_typed(text, type_), row, state, ctx)
 
     def close(self) -> None:
