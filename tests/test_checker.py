@@ -146,6 +146,18 @@ def test_scripted_rejects_events_out_of_step_order() -> None:
     assert compare(schedule("unordered"), UNORDERED, Trace(tuple(events)), SCRIPTED) is not None
 
 
+def test_scripted_checks_the_trace_format_when_both_traces_are_equal() -> None:
+    # Equal traces skip the step-by-step comparison, not the checks of the observed trace's form.
+    swapped = list(UNORDERED.events)
+    swapped[0], swapped[1] = swapped[1], swapped[0]
+    beyond = [*UNORDERED.events[:-1], event(10, "finished")]  # step 10 of a 10-step schedule
+    unknown = [*UNORDERED.events[:-1], Event(9, "bogus", ())]
+    for events in (swapped, beyond, unknown):
+        trace = Trace(tuple(events))
+        m = compare(schedule("unordered"), trace, trace, SCRIPTED)
+        assert m is not None and m.rules == () and m.observed, events
+
+
 # --------------------------------------------------------------------------
 # FREE: the partial order
 # --------------------------------------------------------------------------
