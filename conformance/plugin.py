@@ -940,12 +940,13 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     conformance = state.conformance
     if conformance is None or "conformance" not in getattr(item, "fixturenames", ()):
         return (yield)
-    if not state.settings.derandomize and getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+    test = getattr(item, "obj", None)
+    if test is not None and not state.settings.derandomize and getattr(test, "is_hypothesis_test", False):
         # The replay must draw what this run draws; the run's seed (in the header) gives every
         # property its own, so --hypothesis-seed with it draws the same schedules again.  Only a
         # property drawn with @given: hypothesis refuses @seed on a test without it (the spec's
         # examples and the corpus replay fixed schedules).
-        hypothesis_seed(zlib.crc32(f"{state.seed}:{item.nodeid}".encode()))(item.obj)
+        hypothesis_seed(zlib.crc32(f"{state.seed}:{item.nodeid}".encode()))(test)
     conformance.gathering = _Gathering(conformance, conformance.batch_size,
                                         int(getattr(conformance.adapter, "concurrent_jobs", 1)))
     try:
