@@ -216,31 +216,39 @@ class Multiplexer:
     def immediate(self, split: int) -> Output:
         """The on-event output of a split: combines at once when its watermark rose above the
         combined one, and on idleness (WM-8)."""
-        mux, partial = self, self.partials[split]
-
-        class Immediate(Output):
-            def emit_watermark(self, value: int) -> None:
-                if partial.set_watermark(value) and value > mux.combined:
-                    mux.combine()
-
-            def mark_idle(self) -> None:
-                partial.set_idle(True)
-                mux.combine()
-
-        return Immediate()
+        return Immediate(self, self.partials[split])
 
     def deferred(self, split: int) -> Output:
         """The periodic output of a split: stores only; combined at the next periodic emit (WM-8)."""
-        partial = self.partials[split]
+        return Deferred(self.partials[split])
 
-        class Deferred(Output):
-            def emit_watermark(self, value: int) -> None:
-                partial.set_watermark(value)
 
-            def mark_idle(self) -> None:
-                partial.set_idle(True)
+class Immediate(Output):
+    """A split's on-event output (Multiplexer.immediate)."""
 
-        return Deferred()
+    def __init__(self, mux: Multiplexer, partial: Partial):
+        self.mux, self.partial = mux, partial
+
+    def emit_watermark(self, value: int) -> None:
+        if self.partial.set_watermark(value) and value > self.mux.combined:
+            self.mux.combine()
+
+    def mark_idle(self) -> None:
+        self.partial.set_idle(True)
+        self.mux.combine()
+
+
+class Deferred(Output):
+    """A split's periodic output (Multiplexer.deferred): stores only."""
+
+    def __init__(self, partial: Partial):
+        self.partial = partial
+
+    def emit_watermark(self, value: int) -> None:
+        self.partial.set_watermark(value)
+
+    def mark_idle(self) -> None:
+        self.partial.set_idle(True)
 
 
 # --------------------------------------------------------------------------
