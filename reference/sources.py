@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flink_semantics.spec.areas.sources import (
-    AREA,
     AbortStep,
     AssignStep,
     BarrierStep,
@@ -34,7 +33,6 @@ from flink_semantics.spec.areas.sources import (
 from flink_semantics.spec.schedule import Event, ScheduleError, Step
 
 Position = tuple[int, int]  # (split, position) in a reader's state; (split, offset) of a record
-_KINDS = AREA.event_kinds  # event name -> its EventKind (the model builds its events directly)
 
 # --------------------------------------------------------------------------
 # Pipelined regions (SRC-35, SRC-36)
@@ -223,14 +221,7 @@ class Model:
         return self.out
 
     def emit(self, kind: str, **kw: object) -> None:
-        """Record an event of this step, its fields by name (checked against the kind's fields)."""
         self.out.append(event(self.step, kind, **kw))
-
-    def _emit(self, kind: str, *data: object) -> None:
-        """Record an event of this step, its fields in the kind's order, each already frozen (ints,
-        None, strings, tuples): the same Event as `emit` builds, without the checks by name, since
-        the model builds one for most steps it runs (the strategies run it while drawing)."""
-        self.out.append(Event(self.step, kind, data, _KINDS[kind]))
 
     def refuse(self, rule: str, message: str, s: Step) -> None:
         raise ScheduleError(self.step, rule, message, s.op)
@@ -249,7 +240,7 @@ class Model:
         reader.registered = True
         reader.splits = [[s, p] for s, p in reader.restored]
         reader.restored = []
-        self._emit("registered", r, tuple(tuple(x) for x in reader.splits))
+        self.emit("registered", reader=r, splits=[tuple(x) for x in reader.splits])
 
     def poll(self, r: int, budget: int) -> None:
         """SRC-39: one split at a time, in the order the reader got them, records in offset order;
@@ -259,11 +250,11 @@ class Model:
             split, position = reader.splits[0]
             if position >= self.sizes[split]:
                 reader.splits.pop(0)
-                self._emit("split_finished", r, split)
+                self.emit("split_finished", reader=r, split=split)
                 continue
             if budget == 0:
                 break
-            self._emit("record", r, split, position)
+            self.emit("record", reader=r, split=split, offset=position)
             reader.pending.append((split, position))
             reader.splits[0][1] += 1
             budget -= 1
@@ -274,7 +265,7 @@ class Model:
         reader = self.readers[r]
         if reader.no_more and not reader.splits and not reader.ended:
             reader.ended = True
-            self._emit("end_of_input", r)
+            self.emit("end_of_input", reader=r)
 
     def deliver(self, r: int, kind: str, split: int | None) -> None:
         """An event reaches reader r (SRC-8, SRC-9)."""
@@ -282,10 +273,10 @@ class Model:
         if kind == "split":
             assert split is not None
             reader.splits.append([split, 0])
-            self._emit("assigned", r, split)
+            self.emit("assigned", reader=r, split=split)
         else:
             reader.no_more = True
-            self._emit("no_more_splits", r)
+            self.emit("no_more_splits", reader=r)
             self.maybe_end(r)
 
     def send(self, r: int, kind: str, split: int | None = None) -> None:
@@ -354,9 +345,9 @@ class Model:
         self.checkpoints[s.id] = cp
         if s.fails:  # SRC-19: the checkpoint fails, the job goes on
             cp.state = ABORTED
-            self._emit("checkpoint_failed", s.id)
+            self.emit("checkpoint_failed", id=s.id)
             return
-        self._emit("enumerator_checkpoint", s.id, tuple(cp.queue))
+        self.emit("enumerator_checkpoint", id=s.id, splits=list(cp.queue))
         self.valve = s.id
 
     def pending(self, id_: int, states: tuple[str, ...], s: Step, what: str) -> Checkpoint:
@@ -374,7 +365,7 @@ class Model:
         cp = self.checkpoints[s.id]
         for r, reader in enumerate(self.readers):
             cp.readers[r] = [(split, pos) for split, pos in reader.splits]
-            self._emit("reader_checkpoint", s.id, r, tuple(cp.readers[r]))
+            self.emit("reader_checkpoint", id=s.id, reader=r, splits=list(cp.readers[r]))
             reader.staged[s.id] = reader.pending
             reader.pending = []
         cp.state = BARRIER
@@ -418,7 +409,7 @@ class Model:
         records: list[Position] = []
         for reader in self.readers:
             records += self.take_staged(reader, n)
-        self._emit("committed", n, tuple(sorted(records)))
+        self.emit("committed", checkpoint=n, records=sorted(records))
 
     @staticmethod
     def take_staged(reader: Reader, n: int | None) -> list[Position]:
@@ -432,7 +423,7 @@ class Model:
         """SRC-18: nothing changes in the tracker."""
         cp = self.pending(s.id, (TAKEN, BARRIER), s, "pending")
         cp.state = ABORTED
-        self._emit("aborted", s.id)
+        self.emit("aborted", id=s.id)
         if self.valve == s.id:
             self.open_valve()
 
@@ -441,7 +432,7 @@ class Model:
         for n in sorted(self.checkpoints):
             if self.checkpoints[n].state in (TAKEN, BARRIER):
                 self.checkpoints[n].state = ABORTED
-                self._emit("aborted", n)
+                self.emit("aborted", id=n)
 
     def restored_state(self, r: int) -> list[Position]:
         cp = self.checkpoints.get(self.last_completed) if self.last_completed is not None else None
@@ -456,7 +447,7 @@ class Model:
             self.running(s.task, s)
         restart = tasks_to_restart(self.config, s.task, s.lost) if self.config.has_graph else [s.task]
         readers = [t for t in restart if t < self.parallelism]
-        self._emit("reset", tuple(restart))
+        self.emit("reset", tasks=restart)
         self.abort_pending()
         for r in readers:  # SRC-20: the attempt is gone, with its held events and uncommitted output
             reader = self.readers[r]
@@ -468,11 +459,11 @@ class Model:
             reader = self.readers[r]
             records = self.take_staged(reader, restored)  # SRC-29: its restored state is committed
             if records:
-                self._emit("committed", restored, tuple(sorted(records)))
+                self.emit("committed", checkpoint=restored, records=sorted(records))
             self.readers[r] = Reader(restored=self.restored_state(r))
             self.no_more.discard(r)  # SRC-21, in this order
             back = self.take_back(r, restored)
-            self._emit("splits_back", r, tuple(back))
+            self.emit("splits_back", reader=r, splits=back)
             self.queue += back  # SRC-24: available again, to any reader
 
     def take_back(self, r: int, restored: int | None) -> list[int]:
@@ -489,11 +480,11 @@ class Model:
         the tracker start empty; SRC-29: restoring to N confirms N; SRC-31: a new parallelism
         redistributes the readers' splits."""
         n = self.last_completed
-        self._emit("global_failover", n, cause)
+        self.emit("global_failover", checkpoint=n, cause=cause)
         self.abort_pending()
         records = [p for reader in self.readers for p in self.take_staged(reader, n)]
         if records:
-            self._emit("committed", n, tuple(sorted(records)))
+            self.emit("committed", checkpoint=n, records=sorted(records))
         cp = self.checkpoints[n] if n is not None else None
         self.parallelism = parallelism or self.parallelism
         states = self.redistribute(cp) if cp is not None else [[] for _ in range(self.parallelism)]
@@ -540,5 +531,5 @@ class Model:
                     self.handle_request(r)
         records = [p for reader in self.readers for k in sorted(reader.staged) for p in reader.staged[k]]
         records += [p for reader in self.readers for p in reader.pending]
-        self._emit("committed", None, tuple(sorted(records)))
-        self._emit("finished")
+        self.emit("committed", checkpoint=None, records=sorted(records))
+        self.emit("finished")
