@@ -86,7 +86,6 @@ class Features:
 
 # Strategies built once and drawn many times: building one per draw (`st.integers(a, b)`, a
 # composite) costs a cache look-up and a validation each time, more than the draw.
-_READERS: dict[tuple[int, int], st.SearchStrategy[int]] = {}
 _BOUNDS = st.integers(0, 3)
 _INTERVALS = st.sampled_from((10, 5))
 _IDLENESS = st.sampled_from((15, 10, 25))
@@ -95,17 +94,15 @@ _BUFFERS = st.integers(0, 3)
 _BOOLEANS = st.booleans()
 
 
-def _readers(f: Features) -> st.SearchStrategy[int]:
-    key = (f.min_readers, f.max_readers)
-    if key not in _READERS:
-        _READERS[key] = st.integers(*key)
-    return _READERS[key]
+@functools.cache
+def _readers(low: int, high: int) -> st.SearchStrategy[int]:
+    return st.integers(low, high)
 
 
 def draw_config(draw: Any, f: Features) -> WatermarksConfig:
     """A configuration, field by field, each shrinking towards its plainest value."""
     return WatermarksConfig(
-        readers=draw(_readers(f)),
+        readers=draw(_readers(f.min_readers, f.max_readers)),
         bound=draw(_BOUNDS),
         interval=draw(_INTERVALS),
         idleness=draw(_IDLENESS) if f.idleness else None,

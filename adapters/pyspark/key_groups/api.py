@@ -397,7 +397,7 @@ def _functions(df: Any) -> Any:
     return functions_of(df)
 
 
-def lookup(df: Any, key: str, table: Mapping[int, Sequence[Any]], ddl: str) -> Any:
+def _lookup(df: Any, key: str, table: Mapping[int, Sequence[Any]], ddl: str) -> Any:
     """The rows of `df` whose int column `key` is a key of `table`, each with the columns `ddl` (`name
     type, ...`; int, string and array types) of its key's row in `table`.  The table is one literal,
     JSON text that `from_json` parses in the JVM into a map (folded once when a micro-batch is
@@ -494,7 +494,7 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
         rows = df.withColumn(TYPE, F.col(key_type))
     rows = rows.withColumn(KEY, F.col(key).cast("string"))
     rows = rows.withColumn(JOB, F.col(job_column).cast("int") if jobs_given else F.lit(0))
-    rows = lookup(rows, JOB, _jobs_table(jobs, parallelism, parts), JOBS_DDL)
+    rows = _lookup(rows, JOB, _jobs_table(jobs, parallelism, parts), JOBS_DDL)
     rows = rows.withColumn(HASH, key_hash_column(F, KEY, TYPE, F.col(PROFILE)))
     rows = rows.withColumn(GROUP, F.pmod(F.col(HASH), F.col(MAXP)).cast("int"))  # KG-1, KG-30
     rows = rows.withColumn(SUBTASK, F.expr(  # KG-3
@@ -586,7 +586,7 @@ def _reads(spark: Any, rescales: Sequence[Rescale], variable: str, columns: list
     by_read: dict[tuple[str, int], dict[int, list[int]]] = {}
     for r in rescales:
         by_read.setdefault((r.checkpoint_location, r.batch_id), {}).setdefault(r.old_job, []).append(r.job)
-    frames = [lookup(_read(spark, loc, variable, batch)
+    frames = [_lookup(_read(spark, loc, variable, batch)
                      .select(F.col(f"key.{SALT}").alias("kg_old_salt"),
                              F.col(f"key.{JOB}").alias("kg_old_job"), *columns),
                      "kg_old_job", {old: (new,) for old, new in jobs.items()}, "kg_new_jobs array<int>")
@@ -675,8 +675,8 @@ def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "v
     fields = [f.split()[0] for f in state_schema.split(", ")]
     keyed = _reads(spark, rescales, "keyed", ["user_map_key.*", *[F.col(f"user_map_value.{f}").alias(f"s_{f}")
                                                                   for f in fields]])
-    keyed = redistribute_keyed(lookup(keyed, JOB, plan, PLAN_DDL), F)
-    operator = lookup(_reads(spark, rescales, "operator", ["list_element.*"]), JOB, plan, PLAN_DDL)
+    keyed = redistribute_keyed(_lookup(keyed, JOB, plan, PLAN_DDL), F)
+    operator = _lookup(_reads(spark, rescales, "operator", ["list_element.*"]), JOB, plan, PLAN_DDL)
     operator = _old_subtask(operator, F)
     operator = redistribute_operator(operator, F, Window)
     state_types = {f"s_{f.split()[0]}": f.split()[1] for f in state_schema.split(", ")}
