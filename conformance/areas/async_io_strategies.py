@@ -5,15 +5,36 @@ Strategies draw valid schedules step by step while the reference model runs them
 is valid by construction: only admitted records complete (SCH-4), restores name taken checkpoints
 (SCH-5) and come only after a failure (SCH-7), nothing is input after end of input (SCH-6).
 `Features` says which parts of the vocabulary a property exercises; `Features.restrict` drops what
-an adapter cannot run.  Values are small, and every choice shrinks towards a short, plain schedule
-(fewer steps, records first, empty results, small numbers).  Where a state in which engines lose
-or repeat data is one step away, intents are redirected to reach it (`_Drawing.redirect`, the
-`snapshot` intent); async_io's `COVERAGE` and `coverage` name those states and their floors
+an adapter cannot run.
+
+A configuration is drawn field by field, only the fields it uses (`configs`: a timeout result only
+for the `complete` handler, a retry strategy's delays only for its kind), then intents one at a time
+(`_draw_steps`, issue 32 item 4): each its kind (`kinds`; STOP, the plainest, ends the schedule),
+then only the fields that kind uses (`_fields`: a record its value and timestamp, a completion which
+record and its result, a watermark its rise, an advance its duration...), each field one choice
+from a strategy of its own whose first value is the plainest.  `_Drawing.take` makes an intent the
+valid steps it stands for in the schedule so far, or none (a completion with nothing outstanding).
+So shrinking can drop any intent (its kind and its few fields) without moving the choices of the
+others, and simplify any field on its own; no drawn integer is decoded into several fields, and no
+intent is drawn once the schedule is full.  After a failure the next intent is a restore (SCH-7),
+its fields drawn like a crash's.
+
+Where a state in which engines lose or repeat data is one step away, the intent that brings it
+within reach takes that step too, as a field of its own (`then`): a record that waits at a full queue
+is followed by time passing to the next timer (AIO-59), an advance that fires a timeout the handler
+ignores by that record's outcome (AIO-30 at its deadline, AIO-23), an outcome the retry strategy
+retries by end of input or a checkpoint while the record waits (AIO-39, AIO-41); a `snapshot`
+intent stores completed records behind an incomplete one and restores from it (AIO-44..AIO-47,
+AIO-55, AIO-57).  async_io's `COVERAGE` and `coverage` name those states and their floors
 (conformance/coverage.py).
+
+The strategies are built once and drawn many times (module constants, `functools.cache` on the
+factories): hypothesis validates each new strategy object it draws from.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -53,46 +74,6 @@ def record_states(model: AsyncIoModel) -> dict[int, str]:
     return {r: record.state for r, record in model._admitted.items()} if model.alive else {}
 
 
-# --------------------------------------------------------------------------
-# Strategies
-# --------------------------------------------------------------------------
-
-# Drawing costs hypothesis a fixed price per choice and per strategy object it has to validate, and a
-# property draws thousands of schedules: so every strategy below is built once, at import, and the
-# parts of a step or of a configuration are packed into one integer, drawn as one choice.  Decoding
-# maps 0 to the plainest value of every part, so shrinking the integer makes the schedule plainer.
-
-SMALL = st.integers(0, 9)
-PICK = st.integers(0, 63)
-
-
-def _bits(n: int, first: int, count: int) -> int:
-    return (n >> first) & ((1 << count) - 1)
-
-
-def result(n: int) -> tuple[int, ...]:
-    """A result list from 15 bits: bit 0 whether it has values (half of them do; empty results,
-    AIO-19, are the simplest), bits 1-2 its length - 1 (1..3), bits 3-14 its values (0..9)."""
-    if not n & 1:
-        return ()
-    return tuple(_bits(n, 3 + 4 * i, 4) % 10 for i in range(_bits(n, 1, 2) % 3 + 1))
-
-
-RESULT_BITS = st.integers(0, 2**15 - 1)
-# An intent for one step: (which valid op, which record / how much, a value, a result).
-Intent = tuple[int, int, int, "tuple[int, ...]"]
-
-
-def intent(n: int) -> Intent:
-    """An intent from 31 bits: bits 0-5 the op, 6-11 the pick, 12-15 the value, 16-30 a result."""
-    return _bits(n, 0, 6), _bits(n, 6, 6), _bits(n, 12, 4) % 10, result(n >> 16)
-
-
-# About ten intents on average (a flat list averages five); decoded by `intent` (a `.map` would add
-# a level of hypothesis' bookkeeping to every one of them).
-INTENTS = st.lists(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=10), min_size=1, max_size=4)
-
-
 @dataclass(frozen=True)
 class Features:
     """Which parts of the schedule vocabulary a strategy uses."""
@@ -130,62 +111,196 @@ class Features:
 
 
 # --------------------------------------------------------------------------
+# Fields: one strategy each, built once, the plainest value first
+# --------------------------------------------------------------------------
+
+SMALL = st.integers(0, 9)  # a value
+WHICH = st.integers(0, 5)  # a record, counted back from the latest outstanding one (modulo their number)
+# A result list, one choice of a few: empty (AIO-19) the plainest and half the time, else one to three
+# values (a list of values drawn one by one costs a choice per value and per element).
+RESULT = st.sampled_from(((), (0,), (), (1,), (), (0, 1), (), (2,), (), (3, 4), (), (5, 6, 7), (), (8,), (),
+                          (9, 0, 1)))
+# A record's timestamp: none a third of the time (the plainest), else 0..20.
+TIMESTAMP = st.sampled_from((None,) * 10 + tuple(range(21)))
+RISE = st.integers(0, 5)  # how far a watermark rises above the last (0: the same again)
+BOOLEAN = st.booleans()
+MS = st.integers(0, 30)  # how far an advance moves the clock
+MORE = st.integers(0, 2)  # a snapshot's records beyond two
+OTHERS = st.integers(0, 3)  # a snapshot's completions beyond the latest record's
+# A restore's checkpoint: the latest taken (the plainest), the one before it, or none (an empty start).
+SOURCE = st.sampled_from((0, 0, 1, None))
+NULL = st.sampled_from((False,) * 4 + (True,))  # a null result (AIO-20), one completion in five
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One drawn intent: its kind, then only the fields that kind uses (`_fields`); the others keep
+    their defaults.  `_Drawing.take` makes it the valid steps it stands for, or none."""
+
+    kind: str
+    value: int = 0  # a record's value; a snapshot's first record's
+    timestamp: int | None = None  # a record's
+    which: int = 0  # the record an outcome or a repeat names (counted back from the latest)
+    result: tuple[int, ...] = ()  # a completion's, a repeat's
+    null: bool = False  # a completion with a null result (AIO-20)
+    then: str | None = None  # the step that follows at once where a rare state is in reach (`_fields`)
+    rise: int = 0  # a watermark's rise
+    idle: bool = False  # a status
+    ms: int = 0  # an advance's duration
+    to_timer: bool = False  # an advance exactly to the next timer, when one is pending
+    more: int = 0  # a snapshot's records beyond two
+    others: int = 0  # a snapshot's completions beyond the latest record's
+    crash: bool = False  # a snapshot followed by a crash and a restore
+    source: int | None = 0  # a restore's checkpoint (see SOURCE)
+    capacity: int = 0  # a restore's capacity (0: the configuration's)
+    below: bool = False  # a restore at a capacity below what its snapshot stores (AIO-47, AIO-57)
+
+
+PLAIN_RESTORE = Intent("restore")
+
+
+@functools.cache
+def _ints(low: int, high: int) -> st.SearchStrategy[int]:
+    return st.integers(low, high)
+
+
+@functools.cache
+def _choice(options: tuple[Any, ...]) -> st.SearchStrategy[Any]:
+    """One of the options, the first the plainest."""
+    return st.sampled_from(options)
+
+
+@functools.cache
+def _fields(f: Features) -> dict[str, tuple[tuple[str, st.SearchStrategy[Any]], ...]]:
+    """The fields each kind of intent draws, with their strategies, under these features."""
+    restore = (("source", SOURCE), ("capacity", _ints(0, f.max_capacity)), ("below", BOOLEAN))
+    # While a retried record waits: end of input (AIO-39) or a checkpoint storing it (AIO-41, AIO-44).
+    waits = (None,) + ("end", "end") * (f.end and not f.drain) + ("checkpoint", "checkpoint") * f.checkpoints
+    then = (("then", _choice(waits)),) if f.retries and len(waits) > 1 else ()
+    # After a timeout the handler ignored, that record's outcome at once (AIO-30: at its deadline).
+    lates = (None, "complete", "complete") + ("error",) * f.errors
+    late = (("then", _choice(lates)),) if f.timeouts and "ignore" in f.on_timeout else ()
+    # A record that waits at a full queue, then time passing to the next timer (AIO-59: a timeout runs
+    # from admission).
+    wait = (("then", _choice((None, "advance"))),) if f.timeouts else ()
+    return {
+        "record": (("value", SMALL), ("timestamp", TIMESTAMP), *wait),
+        "complete": (("which", WHICH), ("result", RESULT), *((("null", NULL),) if f.nulls else ()), *then),
+        "error": (("which", WHICH), *then),
+        "repeat": (("which", WHICH), ("result", RESULT)),
+        "watermark": (("rise", RISE),),
+        "status": (("idle", BOOLEAN),),
+        "end": (),
+        "advance": (("ms", MS), ("to_timer", BOOLEAN), *late),
+        "checkpoint": (),
+        "crash": restore,
+        "restore": restore,
+        "snapshot": (("more", MORE), ("value", SMALL), ("others", OTHERS), ("crash", BOOLEAN), *restore),
+    }
+
+
+STOP = "stop"
+STOP_ODDS = 20  # about the odds against STOP at each intent (about nine steps a schedule, as before)
+
+
+@functools.cache
+def kinds(f: Features, timers: bool) -> st.SearchStrategy[str]:
+    """The kind of the next intent under these features (`timers`: the configuration has a timeout
+    or a retry strategy, so `advance` is drawn), weighted by repetition: records and completions make
+    schedules interesting; checkpoints come often enough that their snapshots hold completed records
+    and restores follow them.  The first, the plainest, is STOP, the end of the schedule, at odds of
+    about STOP_ODDS to one (schedules about as long as the lists of intents drawn before, issue 32
+    item 4); shrinking an intent's kind to STOP drops it and all after it.  The weights stay small:
+    hypothesis shrinks a kind by trying lower indexes one after another, and each index inside a run
+    of the same kind costs a test run that changes nothing."""
+    kinds = ["record"] * 10 + ["complete"] * 10
+    kinds += ["watermark"] * 5 if f.watermarks else []
+    kinds += ["status"] * 2 if f.statuses else []
+    kinds += ["end"] if f.end and not f.drain else []
+    kinds += ["advance"] * 6 if timers else []
+    kinds += ["error"] * 2 if f.errors else []
+    kinds += ["repeat"] * 2 if f.repeats else []
+    kinds += ["checkpoint"] * 3 + ["snapshot"] * 12 + ["crash"] * 2 if f.checkpoints else []
+    doubled = tuple(k for k in kinds for _ in range(2))  # each weight doubled: STOP's share set finer
+    return st.sampled_from((STOP,) * round(len(doubled) / STOP_ODDS) + doubled)
+
+
+# --------------------------------------------------------------------------
 # Configurations
 # --------------------------------------------------------------------------
 
-
-CONFIG_BITS = st.integers(0, 2**50 - 1)
-# A retry strategy is drawn on its own: hypothesis favours small integers, so the high bits of
-# CONFIG_BITS are seldom set, and a strategy packed there was almost never enabled.
-RETRY_BITS = st.integers(0, 2**22 - 1)
 MULTIPLIERS = (1.0, 1.5, 2.0, 3.0)
+# Small delays give backoffs that last past a step: 3 ms the plainest.
+DELAYS = st.sampled_from((3, 4, 5, 6, 7, 8, 0, 1, 2))
+ATTEMPTS = st.sampled_from((1, 2, 3, 0))  # retries after the first attempt (AIO-34): one the plainest
+MAX_DELAY = st.integers(0, 16)
+TIMEOUTS = st.integers(1, 32)
+SOME = st.sampled_from((False, True, True, True))  # a retry strategy three times in four
 
 
-def retry_config(n: int) -> RetryConfig:
-    """A retry strategy from 20 bits, the predicates first (0: no predicate, so no retry, AIO-4;
-    then one retry after a fixed delay of 3 ms: small numbers, which hypothesis favours, give
-    backoffs that last past a step).  Every field takes each of its values."""
-    return RetryConfig(
-        if_empty=bool(_bits(n, 0, 1)), if_error=bool(_bits(n, 1, 1)),
-        strategy=RETRY_STRATEGIES[_bits(n, 2, 1)], max_attempts=(1 + _bits(n, 3, 2)) % 4,
-        delay=(3 + _bits(n, 5, 4)) % 9, initial_delay=(3 + _bits(n, 9, 4)) % 9,
-        max_delay=_bits(n, 13, 5) % 17, multiplier=MULTIPLIERS[_bits(n, 18, 2)])
+@st.composite
+def _retry(draw: Any) -> RetryConfig:
+    """A retry strategy, field by field, only the fields its kind uses: the predicates first (none: no
+    retry, AIO-4), then one retry after a fixed delay of 3 ms the plainest."""
+    if_empty, if_error = draw(BOOLEAN), draw(BOOLEAN)
+    strategy, attempts = draw(_choice(RETRY_STRATEGIES)), draw(ATTEMPTS)
+    if strategy == "fixed_delay":
+        return RetryConfig(strategy, attempts, delay=draw(DELAYS), if_empty=if_empty, if_error=if_error)
+    return RetryConfig(strategy, attempts, initial_delay=draw(DELAYS), max_delay=draw(MAX_DELAY),
+                       multiplier=draw(_choice(MULTIPLIERS)), if_empty=if_empty, if_error=if_error)
 
 
-def config_of(n: int, f: Features, retry: int = 0) -> AsyncIoConfig:
-    """A valid configuration using the features, from 50 bits: 0-1 the mode, 2-5 the capacity,
-    6-10 the timeout (1..31 ms), 11-12 the handler, 13-27 its result; with retries, from `retry`
-    (RETRY_BITS): bits 0-1 a retry strategy (unless both are 0) or none, 2-21 the strategy."""
-    timeout = 1 + _bits(n, 6, 5) if f.timeouts else 0
+RETRIES = _retry()
+
+
+@st.composite
+def _config(draw: Any, f: Features) -> AsyncIoConfig:
+    """A valid configuration using the features (`configs`)."""
+    mode, capacity = draw(_choice(f.modes)), draw(_ints(1, f.max_capacity))
+    if not f.timeouts:
+        return AsyncIoConfig(mode=mode, capacity=capacity, timeout=0)
     handlers = (*f.on_timeout, f.on_timeout[-1])  # the last (`ignore`: AIO-30) as often as the others
-    return AsyncIoConfig(
-        mode=f.modes[_bits(n, 0, 2) % len(f.modes)],
-        capacity=1 + _bits(n, 2, 4) % f.max_capacity,
-        timeout=timeout,
-        on_timeout=handlers[_bits(n, 11, 2) % len(handlers)] if f.timeouts else "fail",
-        timeout_result=result(_bits(n, 13, 15)) if f.timeouts else (),
-        retry=retry_config(retry >> 2) if f.retries and retry & 3 else None,
-    )
+    timeout, handler = draw(TIMEOUTS), draw(_choice(handlers))
+    return AsyncIoConfig(mode=mode, capacity=capacity, timeout=timeout, on_timeout=handler,
+                         timeout_result=draw(RESULT) if handler == "complete" else (),  # AIO-29
+                         retry=draw(RETRIES) if f.retries and draw(SOME) else None)
 
 
-def any_config(n: int, f: Features) -> AsyncIoConfig:
-    """A configuration that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
-    timeout), from 50 bits.  Valid ones use a timeout or a retry strategy only when the features allow."""
-    timeout = 10 * _bits(n, 6, 1) if f.timeouts else 0
-    retry = retry_config(n >> 29) if _bits(n, 28, 1) else None
+@functools.cache
+def configs(f: Features) -> st.SearchStrategy[AsyncIoConfig]:
+    """Valid configurations using the features, field by field: the mode, the capacity (1..max), a
+    timeout of 1..32 ms, its handler and its result; with retries, a retry strategy three times in
+    four."""
+    return _config(f)
+
+
+@st.composite
+def _any_config(draw: Any, f: Features) -> AsyncIoConfig:
+    """A configuration that may be invalid (`any_configs`)."""
+    mode, capacity = draw(_choice(f.modes)), draw(_ints(-2, 3))
+    timeout = draw(_choice((0, 10))) if f.timeouts else 0
+    retry = draw(RETRIES) if draw(BOOLEAN) else None
     if retry is not None and timeout > 0 and not f.retries:
         retry = None
-    return AsyncIoConfig(mode=f.modes[_bits(n, 0, 2) % len(f.modes)], capacity=_bits(n, 2, 3) % 6 - 2,
-                         timeout=timeout, retry=retry)
+    return AsyncIoConfig(mode=mode, capacity=capacity, timeout=timeout, retry=retry)
+
+
+@functools.cache
+def any_configs(f: Features) -> st.SearchStrategy[AsyncIoConfig]:
+    """Configurations that may be invalid (AIO-1: capacity <= 0; AIO-3: a retry strategy without a
+    timeout), field by field.  Valid ones use a timeout or a retry strategy only when the features
+    allow."""
+    return _any_config(f)
 
 
 # --------------------------------------------------------------------------
-# Steps, drawn while the model runs
+# Steps, made valid while the model runs
 # --------------------------------------------------------------------------
 
 
 class _Drawing:
-    """The state of one schedule being drawn: the model and what the steps so far used."""
+    """The state of one schedule being drawn: the model and what the steps so far used.  `take` makes
+    an intent the valid steps it stands for."""
 
     def __init__(self, draw: Any, f: Features, config: AsyncIoConfig):
         self.draw, self.f, self.config = draw, f, config
@@ -199,6 +314,7 @@ class _Drawing:
         self.stored: dict[int, int] = {}  # checkpoint id -> how many elements its snapshot stores
         self.timed_out: list[int] = []  # the records whose timeout fired in the last step
         self.capacity = config.capacity  # the current incarnation's
+        self.taken: list[Intent] = []  # the intents taken so far
 
     def apply(self, step: Step) -> None:
         events = self.model.apply(len(self.steps), step)
@@ -211,28 +327,9 @@ class _Drawing:
             self.records += 1
         self.ended = isinstance(step, EndStep) or (self.ended and not isinstance(step, RestoreStep))
 
-    # The ops that are valid now, simplest first (hypothesis shrinks towards the first).
-    def options(self) -> list[str]:
-        m, f = self.model, self.f
-        if not m.alive:
-            return ["restore"] if f.checkpoints else []
-        ops: list[str] = []
-        if not self.ended:
-            ops.append("record")
-        if m.outstanding():
-            ops += ["complete"] + (["error"] if f.errors else [])
-        if f.repeats and not m.finished and set(m.admitted()) - set(m.outstanding()):
-            ops.append("repeat")  # a completion of a call that has finished (AIO-21, AIO-38)
-        if not self.ended:
-            ops += (["watermark"] if f.watermarks else []) + (["status"] if f.statuses else [])
-            ops += ["end"] if f.end and not f.drain else []
-        if self.timers:
-            ops.append("advance")
-        if f.checkpoints:
-            ops += (["checkpoint"] if not self.ended else []) + ["crash"]
-            if not self.ended and not m.waiting_inputs() and self.capacity - m.queue_size() >= 2:
-                ops.append("snapshot")
-        return ops
+    def room(self) -> int:
+        """How many steps the schedule may still take."""
+        return self.f.max_steps - len(self.steps)
 
     def late(self) -> list[int]:
         """The records whose timeout fired in the last step and that still wait for their call
@@ -240,100 +337,130 @@ class _Drawing:
         outstanding = self.model.outstanding()
         return [r for r in self.timed_out if r in outstanding]
 
-    def redirect(self, op: str, intent: Intent) -> str:
-        """The op an intent makes: its own, except where a rare state is one step away and the
-        intent would most likely pass it by (conformance/coverage.py): after a failure every intent
-        restores; after a timeout the handler ignored, half the intents complete that record (at
-        or after its deadline, AIO-30), a quarter of them with an error (AIO-23) when errors are
-        drawn; while a record waits for a retry, a third end the input (AIO-39) and a fifth take a
-        checkpoint (AIO-41); with timeouts, while input waits at a full queue, a quarter of the intents for
-        more input advance the clock instead (AIO-59: a timeout runs from admission)."""
-        m, f = self.model, self.f
-        if f.checkpoints and not m.alive:
-            return "restore"
-        if intent[1] % 2 and self.late():
-            return "error" if f.errors and intent[1] % 4 == 3 else "complete"
-        if intent[1] % 5 == 2 and f.checkpoints and not self.ended and BACKOFF in record_states(m).values():
-            return "checkpoint"  # a snapshot storing a record that waits for a retry (AIO-41, AIO-44)
-        if intent[1] % 3 == 1 and f.retries and f.end and not f.drain and not self.ended \
-                and BACKOFF in record_states(m).values():
-            return "end"
-        if intent[1] % 4 == 3 and f.timeouts and m.waiting_inputs() and op in ("record", "watermark"):
-            return "advance"  # time passes while input waits at a full queue (AIO-59)
-        return op
+    def backoff(self) -> bool:
+        """Whether a record waits for a retry."""
+        return BACKOFF in record_states(self.model).values()
 
-    def snapshot(self, intent: Intent) -> None:
-        """Two to four records (in unordered mode a watermark after the first, when there is room);
-        a completion of the latest outstanding record, and of some others but the oldest; a
-        checkpoint; and unless bit 5 of the pick is set, a crash and a restore: a snapshot storing
-        completed records behind an incomplete one (AIO-44, AIO-45, AIO-55), restored from (AIO-46,
-        AIO-47, AIO-57)."""
-        pick, value, result = intent[1:]
+    def can(self, kind: str) -> bool:
+        """Whether an intent of this kind makes a step now (after a failure, every intent restores
+        first, SCH-7, when the features have restores)."""
+        m = self.model
+        if not m.alive:
+            return self.f.checkpoints
+        if kind in ("record", "watermark", "status", "end", "checkpoint"):
+            return not self.ended
+        if kind in ("complete", "error"):
+            return bool(m.outstanding())
+        if kind == "repeat":  # a completion of a call that has finished (AIO-21, AIO-38)
+            return not m.finished and len(m.admitted()) > len(m.outstanding())
+        if kind == "advance":
+            return self.timers
+        if kind == "snapshot":
+            return not self.ended and not m.waiting_inputs() and self.capacity - m.queue_size() >= 2
+        return kind == "crash"
+
+    def take(self, i: Intent) -> None:
+        """The valid steps of one intent in the schedule so far, none when nothing makes it valid.
+        After a failure, a restore first (SCH-7: a crash's own, else from the latest checkpoint)."""
+        self.taken.append(i)
+        if not self.model.alive:
+            if not self.f.checkpoints:
+                return
+            self.apply(self.restore(i if i.kind in ("restore", "crash", "snapshot") else PLAIN_RESTORE))
+            if i.kind in ("restore", "crash") or not self.room():
+                return
+        if not self.can(i.kind):
+            return
+        kind = i.kind
+        if kind == "record":
+            self.apply(RecordStep(i.value, i.timestamp))
+            if i.then == "advance" and self.model.waiting_inputs() and self.room():
+                self.advance(Intent("advance", to_timer=True))
+        elif kind in ("complete", "error"):
+            self.outcome(i)
+        elif kind == "repeat":
+            done = sorted(set(self.model.admitted()) - set(self.model.outstanding()))
+            self.apply(CompleteStep(done[i.which % len(done)], i.result))
+        elif kind == "watermark":
+            self.watermark += i.rise
+            self.apply(WatermarkStep(self.watermark))
+        elif kind == "status":
+            self.apply(StatusStep(i.idle))
+        elif kind == "end":
+            self.apply(EndStep())
+        elif kind == "advance":
+            self.advance(i)
+        elif kind == "checkpoint":
+            self.apply(CheckpointStep(next(self.ids)))
+        elif kind == "crash":
+            self.apply(CrashStep())
+            if self.room():
+                self.apply(self.restore(i))
+        elif kind == "snapshot":
+            self.snapshot(i)
+
+    def outcome(self, i: Intent) -> None:
+        """A completion (latest admitted first: out-of-order completions are the interesting ones), a
+        null result or an error of an outstanding record; then, when the retry strategy retries it and
+        `then` says so, end of input (AIO-39) or a checkpoint storing the waiting record (AIO-41)."""
+        pool = self.model.outstanding()[::-1]
+        record = pool[i.which % len(pool)]
+        if i.kind == "error":
+            self.apply(ErrorStep(record, "error"))
+        else:
+            self.apply(CompleteStep(record, None if i.null else i.result))
+        if i.then is None or not self.room() or self.ended or not self.model.alive or not self.backoff():
+            return
+        self.apply(EndStep() if i.then == "end" else CheckpointStep(next(self.ids)))
+
+    def advance(self, i: Intent) -> None:
+        """Time passes, now and then exactly to the next timer (a deadline or a retry: outcomes and
+        inputs at a deadline, AIO-30, AIO-33, AIO-54, are where engines differ); then, when a timeout
+        the handler ignored fired and `then` says so, that record completes (AIO-30: at its deadline)
+        or fails (AIO-23) at once."""
+        m = self.model
+        due = [t - m.now for t in m.pending_timers() if t > m.now]
+        self.apply(AdvanceStep(due[0] if due and i.to_timer else i.ms))
+        late = self.late()
+        if i.then is None or not late or not self.room():
+            return
+        self.apply(ErrorStep(late[0], "error") if i.then == "error" else CompleteStep(late[0], i.result))
+
+    def restore(self, i: Intent) -> RestoreStep:
+        """A restore from a taken checkpoint (the latest, the one before, SCH-5) or none; at the
+        configuration's capacity or another; with `below`, when its snapshot stores two elements or
+        more, at a capacity below that (AIO-47, AIO-57)."""
+        taken = sorted(self.model.taken_checkpoints, reverse=True)
+        checkpoint = taken[min(i.source, len(taken) - 1)] if taken and i.source is not None else None
+        stored = self.stored.get(checkpoint, 0) if checkpoint is not None else 0
+        if stored >= 2 and i.below:
+            return RestoreStep(checkpoint, 1 + i.capacity % (stored - 1))
+        return RestoreStep(checkpoint, i.capacity or None)
+
+    def snapshot(self, i: Intent) -> None:
+        """Two records and `more` (in unordered mode a watermark after the first, when there is room),
+        of values from `value` on; a completion of the latest outstanding record, and of `others`
+        before it but never the oldest, each emitting its record's value (not empty: no retry,
+        AIO-33); a checkpoint; and with `crash`, a crash and a restore: a snapshot storing completed
+        records behind an incomplete one (AIO-44, AIO-45, AIO-55), restored from (AIO-46, AIO-47,
+        AIO-57)."""
         last = self.f.max_steps - 1  # room for the checkpoint
         room = self.capacity - self.model.queue_size()
         mark = self.config.mode == "unordered" and self.f.watermarks and room >= 3
-        for j in range(min(2 + pick % 3, room - mark)):
-            if len(self.steps) < last - 1 - mark:
-                self.apply(RecordStep((value + j) % 10, None))
+        for j in range(min(2 + i.more, room - mark)):
+            if len(self.steps) >= last - 1 - mark:  # room for the rest (a watermark only after a record)
+                break
+            self.apply(RecordStep((i.value + j) % 10, None))
             if j == 0 and mark:  # AIO-13: what completes behind it waits for the first record
                 self.watermark += 1
                 self.apply(WatermarkStep(self.watermark))
-        for j, record in enumerate(self.model.outstanding()[:0:-1]):
-            if len(self.steps) < last and not (j and (pick >> (1 + j)) & 1):
-                self.apply(CompleteStep(record, result or (value,)))  # not empty: no retry (AIO-33)
+        for record in self.model.outstanding()[:0:-1][: 1 + i.others]:
+            if len(self.steps) < last:
+                self.apply(CompleteStep(record, (i.value,)))
         self.apply(CheckpointStep(next(self.ids)))
-        if not (pick >> 5) & 1 and len(self.steps) < self.f.max_steps - 1:
+        if i.crash and self.room() >= 2:
             self.apply(CrashStep())
-            self.apply(self.step("restore", intent))
-
-    def step(self, op: str, intent: Intent) -> Step:
-        """The step for `op`, its fields taken from the intent (all zeros: the plainest step)."""
-        pick, value, result = intent[1:]
-        m = self.model
-        if op == "record":
-            return RecordStep(value, None if pick % 3 == 0 else pick % 21)
-        if op in ("complete", "repeat"):
-            # Latest admitted first: out-of-order completions are the interesting ones; half the time
-            # one whose timeout the handler has just ignored (AIO-30: at or after its deadline).
-            done = sorted(set(m.admitted()) - set(m.outstanding()))
-            pool = m.outstanding()[::-1] if op == "complete" else done
-            late = self.late() if op == "complete" and pick % 2 else []
-            record = late[0] if late else pool[pick % len(pool)]
-            null = self.f.nulls and value >= 8  # AIO-20, one completion in five
-            return CompleteStep(record, None if null else result)
-        if op == "error":
-            pool = m.outstanding()[::-1]
-            return ErrorStep(self.late()[0] if pick % 2 and self.late() else pool[pick % len(pool)], "error")
-        if op == "watermark":
-            self.watermark += pick % 6
-            return WatermarkStep(self.watermark)
-        if op == "status":
-            return StatusStep(pick % 2 == 0)
-        if op == "advance":
-            # Now and then exactly to the next timer (a deadline or a retry): outcomes and inputs
-            # at a deadline (AIO-30, AIO-33, AIO-54) are where engines differ.
-            due = [t - m.now for t in m.pending_timers() if t > m.now]
-            return AdvanceStep(due[0] if due and pick % 4 >= 2 else pick % 31)
-        if op == "checkpoint":
-            return CheckpointStep(next(self.ids))
-        if op == "restore":
-            # From a checkpoint three times in four, the latest first; when its snapshot stores
-            # two elements or more, half the time with a capacity below that (AIO-47, AIO-57).
-            taken = sorted(m.taken_checkpoints, reverse=True)
-            checkpoint = taken[(pick // 4) % len(taken)] if taken and pick % 4 else None
-            stored = self.stored.get(checkpoint, 0) if checkpoint is not None else 0
-            if stored >= 2 and pick % 8 >= 4:
-                capacity: int | None = 1 + value % (stored - 1)
-            elif value == 0:
-                capacity = None
-            else:
-                capacity = 1 + value % self.f.max_capacity
-            return RestoreStep(checkpoint, capacity)
-        if op == "end":
-            return EndStep()
-        if op == "crash":
-            return CrashStep()
-        raise ValueError(f"unknown op {op!r}")
+            self.apply(self.restore(i))
 
     def drain(self) -> None:
         """End of input, then complete the outstanding calls (in a drawn order) until finished."""
@@ -345,45 +472,35 @@ class _Drawing:
             pending = self.model.outstanding()
             if not pending:
                 return
-            record = sorted(pending)[self.draw(PICK) % len(pending)]
-            self.apply(CompleteStep(record, result(self.draw(RESULT_BITS))))
+            record = sorted(pending)[self.draw(WHICH) % len(pending)]
+            self.apply(CompleteStep(record, self.draw(RESULT)))
 
 
-# How often each op is offered when it is valid (records and completions make schedules interesting;
-# checkpoints often enough that their snapshots hold completed records and restores follow them).
-WEIGHTS = {"record": 10, "complete": 10, "advance": 6, "watermark": 5, "error": 2, "status": 2, "repeat": 2,
-           "checkpoint": 3, "snapshot": 8, "crash": 2}
-
-
-def _op_table(f: Features, timers: bool) -> list[str]:
-    """Every op the features allow, each repeated by its weight; `record` first (the plainest)."""
-    ops = ["record", "complete", "watermark", "status", "end", "advance", "error", "repeat", "checkpoint",
-           "snapshot", "crash", "restore"]
-    allowed = {"watermark": f.watermarks, "status": f.statuses, "end": f.end and not f.drain,
-               "advance": timers, "error": f.errors, "repeat": f.repeats, "checkpoint": f.checkpoints,
-               "snapshot": f.checkpoints, "crash": f.checkpoints, "restore": f.checkpoints}
-    return [op for op in ops if allowed.get(op, True) for _ in range(WEIGHTS.get(op, 1))]
+# Drawn where a schedule ends without STOP (full, or failed for good): the choice STOP is drawn as (0),
+# so that when shrinking removes an intent before it, the schedule ends there all the same instead of
+# asking for choices that were never drawn (hypothesis would drop that attempt).
+ENDED = st.integers(0, 0)
 
 
 def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
-    """Interpret a list of intents, one step each, against the model.
-
-    An intent names an op from a fixed table (an op that is not valid now makes no step) and the
-    step's fields; so deleting an intent deletes a step without changing what the others mean,
-    and shrinking an intent towards zeros makes its step plainer.  Lists of lists give about ten
-    intents on average (a flat list averages five).
-    """
+    """Intents drawn one at a time and taken against the model, until STOP, a full schedule, or a
+    failure that nothing can follow (no restores).  An intent draws its kind's fields even when it
+    makes no step, so that removing an intent leaves the others' choices where they were: drawn only
+    for intents that make a step, a removal shifted them, and RecordPassesWatermark's counterexample
+    shrank to 14 steps instead of 5."""
     d = _Drawing(draw, f, config)
-    table = _op_table(f, d.timers)
-    for n in (n for chunk in draw(INTENTS) for n in chunk):
-        if len(d.steps) >= f.max_steps:
+    next_kind, fields = kinds(f, d.timers), _fields(f)
+    while True:
+        if not d.room() or not (d.model.alive or f.checkpoints):
+            draw(ENDED)
             break
-        wanted = intent(n)
-        op = d.redirect(table[wanted[0] % len(table)], wanted)
-        if op == "snapshot" and op in d.options():
-            d.snapshot(wanted)
-        elif op in d.options():
-            d.apply(d.step(op, wanted))
+        if not d.model.alive:  # after a failure, a restore (SCH-7), its own fields drawn
+            d.take(Intent("restore", **{name: draw(field) for name, field in fields["restore"]}))
+            continue
+        kind = draw(next_kind)
+        if kind == STOP:
+            break
+        d.take(Intent(kind, **{name: draw(field) for name, field in fields[kind]}))
     if f.drain:
         d.drain()
     return d
@@ -391,39 +508,51 @@ def _draw_steps(draw: Any, f: Features, config: AsyncIoConfig) -> _Drawing:
 
 @st.composite
 def schedules(draw: Any, f: Features, config: AsyncIoConfig | None = None) -> Schedule:
-    """A valid async I/O schedule using the features."""
+    """A valid async I/O schedule using the features: a configuration drawn field by field (unless
+    given), then intents (`intents`)."""
     if config is None:
-        config = config_of(draw(CONFIG_BITS), f, draw(RETRY_BITS) if f.retries else 0)
+        config = draw(configs(f))
     return Schedule(AREA, config, tuple(_draw_steps(draw, f, config).steps))
+
+
+@functools.cache
+def _schedules_of(f: Features) -> st.SearchStrategy[Schedule]:
+    """`schedules(f)`, one strategy per feature set."""
+    return schedules(f)
+
+
+FEW_WHICH = st.lists(WHICH, max_size=3)
+FEW_VALUES = st.lists(SMALL, max_size=3)
 
 
 @st.composite
 def default_capacity_schedules(draw: Any, modes: tuple[str, ...]) -> Schedule:
     """AIO-5: about DEFAULT_CAPACITY records with the default capacity, then some completions."""
-    config = AsyncIoConfig(mode=modes[draw(PICK) % len(modes)])
+    config = AsyncIoConfig(mode=draw(_choice(modes)))
     d = _Drawing(draw, Features(modes=modes, repeats=False), config)
-    for _ in range(DEFAULT_CAPACITY - 2 + draw(st.integers(0, 4))):
+    for _ in range(DEFAULT_CAPACITY - 2 + draw(_ints(0, 4))):
         d.apply(RecordStep(draw(SMALL), None))
-    for n in draw(st.lists(st.integers(0, 2**31 - 1), max_size=3)):
-        d.apply(d.step("complete", intent(n)))
+    for which in draw(FEW_WHICH):
+        d.outcome(Intent("complete", which=which, result=draw(RESULT)))
     return Schedule(AREA, config, tuple(d.steps))
 
 
 @st.composite
 def config_schedules(draw: Any, f: Features) -> Schedule:
     """A schedule whose configuration may be invalid; valid ones get a few ordinary steps."""
-    config = any_config(draw(CONFIG_BITS), f)
+    config = draw(any_configs(f))
     try:
         validate_config(config)
     except ScheduleError:  # AIO-1, AIO-3: the operator must refuse it
-        steps = tuple(RecordStep(v, None) for v in draw(st.lists(SMALL, max_size=3)))
+        steps = tuple(RecordStep(v, None) for v in draw(FEW_VALUES))
         return Schedule(AREA, config, steps)
     return draw(schedules(replace(f, max_steps=4), config))
 
 
+@functools.cache
 def feature_batches(f: Features, max_size: int = 12) -> st.SearchStrategy[list[Schedule]]:
-    return batches(schedules(f), max_size)
-
+    """Batches of schedules using the features: one strategy per feature set and size."""
+    return batches(_schedules_of(f), max_size)
 
 
 # --------------------------------------------------------------------------
@@ -454,9 +583,9 @@ def _blocked_record(d: _Drawing) -> int:
 # Each defect: valid steps appended to the drawn schedule (through the model), then one bad step.
 # Returns (bad step, rule, description); the bad step's index is len(d.steps).
 def _not_admitted(d: _Drawing, draw: Any) -> tuple[dict[str, Any], str, str]:
-    if d.records and draw(st.booleans()):
+    if d.records and draw(BOOLEAN):
         _fresh_incarnation(d)  # no record of an earlier incarnation is admitted in this one
-        r = draw(st.integers(0, d.records - 1))
+        r = draw(_ints(0, d.records - 1))
         return {"op": "complete", "record": r, "result": []}, "SCH-4", "a completion of a record not restored"
     return ({"op": "complete", "record": _blocked_record(d), "result": []}, "SCH-4",
             "a completion of a record still waiting in the input channel")
@@ -547,7 +676,7 @@ def _inserted(steps: list[dict[str, Any]], draw: Any) -> Malformed | None:
 def malformed_schedules(draw: Any) -> Malformed:
     """A valid schedule with one defect that a named SCH rule refuses at a known step."""
     f = MALFORMED_FEATURES
-    config = config_of(draw(CONFIG_BITS), f)
+    config = draw(configs(f))
     d = _draw_steps(draw, f, config)
     base = Schedule(AREA, config, tuple(d.steps)).to_dict()
     kind = draw(st.sampled_from(("inserted", "appended", "area", "config")))
