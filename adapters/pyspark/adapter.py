@@ -46,7 +46,7 @@ from flink_semantics.adapters.pyspark.runtime import (
     run_schedule,
     scratch_dir,
 )
-from flink_semantics.adapters.pyspark.session import check_prerequisites, is_connect
+from flink_semantics.adapters.pyspark.session import check_prerequisites, is_connect, max_task_failures
 from flink_semantics.spec.adapter import SCRIPTED
 from flink_semantics.spec.schedule import Schedule, Trace, schedule_from_dict, trace_from_dict
 
@@ -207,14 +207,13 @@ class PySparkAdapter:
 
     def _job(self, spark: Any, job: str, rows: list[tuple[int, str]]) -> list[TaskRow]:
         """One Spark job, one stage, no shuffle: the rows in `partitions` tasks, each running run_rows."""
-        from flink_semantics.adapters.pyspark.session import max_task_failures
-
+        attempts = max_task_failures()
         if is_connect(spark):  # no RDDs: a local relation, coalesced, and mapInArrow
             df = spark.createDataFrame(rows, "sid long, schedule string").coalesce(self.partitions)
-            task = functools.partial(run_partition, job, max_task_failures())
+            task = functools.partial(run_partition, job, attempts)
             return [tuple(row) for row in df.mapInArrow(task, OUTPUT_SCHEMA).collect()]
-        rows_of = functools.partial(rows_task, job, max_task_failures())
-        return spark.sparkContext.parallelize(rows, self.partitions).mapPartitions(rows_of).collect()
+        task = functools.partial(rows_task, job, attempts)
+        return spark.sparkContext.parallelize(rows, self.partitions).mapPartitions(task).collect()
 
     def close(self) -> None:
         if self._owns_root:
