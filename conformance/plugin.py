@@ -854,7 +854,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if hasattr(adapter, "prepare"):  # start the engine now, apart from the properties' time
         started = time.monotonic()
         try:
-            adapter.prepare()
+            prepare_captured(session.config, adapter.prepare)
         except AdapterError as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             sys.stderr.write(f"conformance: adapter {state.spec!r} could not start: {first}\n")
@@ -863,6 +863,31 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         state.startup = time.monotonic() - started
     if session.config.getoption("conformance_progress") or state.profile.startswith("thorough"):
         start_progress(session, state)
+
+
+def prepare_captured(config: pytest.Config, prepare: Callable[[], None]) -> None:
+    """Run the adapter's prepare() inside pytest's output capture.  The processes an engine starts
+    there (Spark's JVM, and through it Spark's Python workers) keep the captured stdout and stderr
+    for their lives: what they print later (Spark's warnings, the TransformWithStateInPandas worker's
+    lines at each query start) goes to the output of the test that runs then, shown if it fails,
+    not onto the terminal between the progress lines.  What prepare() itself printed goes with the
+    first test's output, or, when prepare() fails, onto stderr after it (its last 40 lines)."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is None or not capture.is_globally_capturing():  # -s: the user asked to see it all
+        prepare()
+        return
+    capture.resume_global_capture()
+    try:
+        prepare()
+    except BaseException:
+        capture.suspend_global_capture()
+        out, err = capture.read_global_capture()
+        printed = (out + err).splitlines()[-40:]
+        if printed:
+            sys.stderr.write("conformance: the engine printed while it started:\n"
+                             + "".join(f"  {line}\n" for line in printed))
+        raise
+    capture.suspend_global_capture()
 
 
 def start_progress(session: pytest.Session, state: _State) -> None:

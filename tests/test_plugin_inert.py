@@ -132,3 +132,31 @@ def test_a_new_counterexample_is_saved_in_pytests_cache_not_in_the_package(pytes
     path = Path(saved[1])
     assert path.is_file() and ".pytest_cache" in path.parts and "flink_semantics_corpus" in path.parts, path
     assert sorted(shipped.rglob("*")) == before
+
+
+def test_an_engines_own_output_stays_off_the_terminal(pytester: pytest.Pytester, clean_env: Path) -> None:
+    """An engine process started in prepare() (as Spark's JVM is) prints at start and at each batch:
+    none of it reaches the terminal of a passing run, since it runs inside pytest's output capture;
+    with -s, which asks for all output, all of it does."""
+    args = (str(REPO / "conformance" / "test_async_io.py"), "--adapter", "tests.noisy_engine:NoisyEngine",
+            "-k", "capacity_and_admission", "-p", "no:cacheprovider")
+    quiet = pytester.runpytest_subprocess(*args, timeout=HANG_GUARD_S)
+    printed = quiet.stdout.str() + quiet.stderr.str()
+    assert quiet.ret == 0, printed
+    assert "ENGINE-" not in printed, printed
+    loud = pytester.runpytest_subprocess(*args, "-s", timeout=HANG_GUARD_S)
+    printed = loud.stdout.str() + loud.stderr.str()
+    assert loud.ret == 0, printed
+    assert all(line in printed for line in ("ENGINE-STARTED", "ENGINE-OUT", "ENGINE-ERR")), printed
+
+
+def test_an_engine_that_fails_to_start_shows_what_it_printed(pytester: pytest.Pytester,
+                                                           clean_env: Path) -> None:
+    """When prepare() fails, what the engine printed while starting is shown with the reason."""
+    result = pytester.runpytest_subprocess(str(REPO / "conformance" / "test_async_io.py"),
+                                           "--adapter", "tests.noisy_engine:NoisyEngineFailing",
+                                           "-p", "no:cacheprovider", timeout=HANG_GUARD_S)
+    err = result.stderr.str()
+    assert result.ret == 4, result.stdout.str() + err
+    assert "conformance: the engine printed while it started:\n  ENGINE-DYING: no port free\n" in err, err
+    assert "could not start: the engine exited while it started" in err, err
