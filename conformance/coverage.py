@@ -87,14 +87,19 @@ class Tally:
                 out.append(f"{state!r}: {counts[state]} of {n} schedules ({share:.2%}), floor {floor:.2%}")
         return out
 
-    def lines(self, areas: Iterable[str]) -> list[str]:
-        """One line per state: how many of the area's distinct schedules reached it, and its floor."""
-        out = []
+    def lines(self, areas: Iterable[str], waived: Mapping[str, str] | None = None) -> list[str]:
+        """One line per state of each area that drew schedules: how many of them reached it, and its
+        floor.  In a `waived` area (area -> why: `-k`, a capability missing) the floors do not
+        apply, and a share below one says so and why instead of BELOW FLOOR."""
+        out, waived = [], waived or {}
         for area in areas:
             n = self.drawn[area]
+            if not n:
+                continue
             counts = self.states.get(area, Counter())
             for state, floor in floors(area).items():
-                share = counts[state] / n if n else 0.0
-                mark = "" if share >= floor else "  BELOW FLOOR"
+                share = counts[state] / n
+                mark = ("" if share >= floor else f"  below floor, not applied: {waived[area]}"
+                        if area in waived else "  BELOW FLOOR")
                 out.append(f"{area}: {state}: {counts[state]} of {n} ({share:.1%}; floor {floor:.1%}){mark}")
         return out

@@ -779,6 +779,28 @@ def coverage_state(config: pytest.Config) -> tuple[Tally, set[str]]:
     return state.tally, state.deselected_areas
 
 
+def floors_waived(config: pytest.Config, area: str) -> str | None:
+    """Why the area's coverage floors do not apply to this run, or None when they do: they are set
+    for a full run of its properties, every capability, scripted completions and the default budget."""
+    state = config.stash[_KEY]
+    if area in state.deselected_areas:
+        return f"some {area} properties were deselected; the floors apply to them all"
+    conformance = state.conformance
+    if conformance is None:  # an xdist controller: the workers named the areas whose floors it checks
+        return None if area in state.floors_left else "the workers' coverage test skipped (its reason)"
+    caps = conformance.capabilities()
+    lacking = [c for c in areas()[area].all_capabilities() if unsupported(caps, c) is not None]
+    if lacking or conformance.completion_order(area) != SCRIPTED:
+        why = ", ".join(lacking) or f"completion order {conformance.completion_order(area)}"
+        return f"the adapter lacks {why}, so the schedules are drawn without it"
+    examples = adapter_attribute(conformance.spec, "examples")
+    if examples is not None and examples < PROFILES["default"]["max_examples"]:
+        return (f"the adapter runs {examples} examples a property, fewer than the "
+                f"{PROFILES['default']['max_examples']} the floors are set for (the reference's run "
+                "checks them on the same generators)")
+    return None
+
+
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     """Remember the areas whose properties were not all selected: their coverage floors do not apply."""
     for item in items:
@@ -1135,7 +1157,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.section(f"conformance: {UNSUPPORTED} (adapter {state.spec})")
         for result in state.unsupported():
             tr.write_line(f"{UNSUPPORTED} {result.nodeid}: {result.reason}")
-    coverage = state.tally.lines(state.areas)
+    waived = {a: why for a in state.areas if (why := floors_waived(config, a)) is not None}
+    coverage = state.tally.lines(state.areas, waived)
     if coverage and state.tally.drawn:
         tr.section(f"conformance: generator coverage (adapter {state.spec}; distinct schedules per "
                    "property reaching each rare state, and its floor)")

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import pytest
 from flink_semantics.conformance import coverage
-from flink_semantics.conformance.plugin import PROFILES, Conformance, coverage_state
-from flink_semantics.conformance.registry import adapter_attribute
-from flink_semantics.spec.adapter import SCRIPTED, unsupported
+from flink_semantics.conformance.plugin import Conformance, coverage_state, floors_waived
 from flink_semantics.spec.area import areas
 
 pytestmark = pytest.mark.coverage_floor
@@ -28,19 +26,10 @@ AREAS = [a for a in areas() if coverage.floors(a)]
 def test_generator_coverage(conformance: Conformance, request: pytest.FixtureRequest, area: str) -> None:
     """The area's properties reached each rare state in at least its floor's share of their schedules."""
     conformance.count(0)
-    tally, deselected = coverage_state(request.config)
-    if area in deselected:
-        pytest.skip(f"coverage floors: some {area} properties were deselected; the floors apply to them all")
-    caps = conformance.capabilities()
-    lacking = [c for c in areas()[area].all_capabilities() if unsupported(caps, c) is not None]
-    if lacking or conformance.completion_order(area) != SCRIPTED:
-        why = ", ".join(lacking) or f"completion order {conformance.completion_order(area)}"
-        pytest.skip(f"coverage floors: the adapter lacks {why}, so the schedules are drawn without it")
-    examples = adapter_attribute(conformance.spec, "examples")
-    if examples is not None and examples < PROFILES["default"]["max_examples"]:
-        pytest.skip(f"coverage floors: the adapter runs {examples} examples a property, fewer than the "
-                    f"{PROFILES['default']['max_examples']} the floors are set for (the reference's run "
-                    "checks them on the same generators)")
+    tally, _ = coverage_state(request.config)
+    waived = floors_waived(request.config, area)
+    if waived is not None:
+        pytest.skip(f"coverage floors: {waived}")
     if hasattr(request.config, "workerinput"):
         request.node.user_properties.append(("conformance_floors_left", area))
         pytest.skip("coverage floors: the counts are spread over xdist workers; the controller checks them "

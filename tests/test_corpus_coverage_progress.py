@@ -144,6 +144,9 @@ def test_tally_counts_distinct_schedules_and_names_shortfalls(monkeypatch: pytes
     assert tally.drawn["x"] == 3 and tally.states["x"] == {"rare": 1, "common": 2}
     assert tally.shortfalls("x") == ["'rare': 1 of 3 schedules (33.33%), floor 50.00%"]
     assert any("BELOW FLOOR" in line and "rare" in line for line in tally.lines(["x"]))
+    assert [line for line in tally.lines(["x"], {"x": "why"}) if "rare" in line] == [
+        "x: rare: 1 of 3 (33.3%; floor 50.0%)  below floor, not applied: why"]
+    assert tally.lines(["y"]) == []  # an area that drew nothing has no lines
     other = Tally()
     other.merge(tally.to_json())
     assert other.drawn == tally.drawn and other.states == tally.states
