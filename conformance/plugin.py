@@ -71,7 +71,7 @@ from flink_semantics.conformance import verdicts as V
 from flink_semantics.conformance.checker import compare, format_report, not_one_trace_each, reproducer
 from flink_semantics.conformance.coverage import Tally
 from flink_semantics.conformance.isolate import isolate
-from flink_semantics.conformance.progress import Progress
+from flink_semantics.conformance.progress import Progress, duration
 from flink_semantics.conformance.registry import BUILTIN, adapter_attribute, budget_hints, load_adapter
 from flink_semantics.reference import expected_trace
 from flink_semantics.spec.adapter import (
@@ -262,6 +262,10 @@ class Conformance:
         # and duplicated in them (the fault runs' tally: all but the first must stay 0)
         self.differences: dict[str, Counter[str]] = defaultdict(Counter)
         self.on_example: Callable[[], None] | None = None  # called after each example (progress)
+        # called every `wait_slice` seconds while a run_batch runs, with its size and the time so far
+        # (progress: a streaming fault run's batch can take half an hour)
+        self.on_wait: Callable[[int, float], None] | None = None
+        self.wait_slice = 60.0
         self._probe_hung = False  # a run_batch hung while isolating a breaking schedule
         # The adapter's expected failures (set by the plugin) and, per property, the first
         # divergence on them only: recorded, and the property searches on for its other rules.
@@ -321,7 +325,10 @@ class Conformance:
     def _finish(self, job: _Job) -> list[Trace]:
         """Wait for a run_batch; a hang or an AdapterError ends the session, other errors are raised."""
         assert job.worker is not None
-        job.worker.join(max(0.0, self.deadline - (time.monotonic() - job.started)))
+        while job.worker.is_alive() and (left := self.deadline - (time.monotonic() - job.started)) > 0:
+            job.worker.join(min(left, self.wait_slice) if self.on_wait is not None else left)
+            if job.worker.is_alive() and self.on_wait is not None:
+                self.on_wait(len(job.schedules), time.monotonic() - job.started)
         if job.worker.is_alive():
             self.fatal = (f"conformance: adapter {self.name!r} hung: run_batch of {len(job.schedules)} "
                           f"schedule(s) did not return within {self.deadline:g} s (--conformance-deadline)")
@@ -941,6 +948,14 @@ def start_progress(session: pytest.Session, state: _State) -> None:
                               f"schedules validated: {validated or 'none yet'}")
 
     conformance.on_example = on_example
+
+    def on_wait(size: int, waited: float) -> None:  # a line a minute while a long batch runs
+        assert state.progress is not None
+        share = min(conformance.examples / max(state.settings.max_examples, 1), 0.99)
+        state.progress.update(state.items_done + share, f"{state.items_done} of {total} properties done; "
+                              f"a batch of {size} schedules running for {duration(waited)}", force=True)
+
+    conformance.on_wait = on_wait
     state.progress.update(0, f"{total} properties", force=True)
 
 

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from flink_semantics.adapters.reference import ReferenceAdapter
 from flink_semantics.conformance import corpus
 from flink_semantics.conformance.coverage import Tally
+from flink_semantics.conformance.plugin import Conformance
 from flink_semantics.conformance.progress import Progress, duration
 from flink_semantics.reference import expected_trace
-from flink_semantics.spec.schedule import schedule_from_dict
+from flink_semantics.spec.schedule import Schedule, Trace, schedule_from_dict
 
+from tests.hang import HANG_GUARD_S
 from tests.test_suite_failures import REPO, suite_runner
 
 pytest_plugins = ["pytester"]
@@ -174,3 +179,24 @@ def test_an_expected_failure_is_not_saved(pytester: pytest.Pytester, monkeypatch
     result.assert_outcomes(xfailed=1)
     assert "counterexample saved to" not in out
     assert not list((pytester.path / "corpus").rglob("*.json")), out
+
+
+def test_a_long_batch_reports_while_it_runs() -> None:
+    """While a run_batch runs, the suite calls on_wait at each wait slice with the batch's size and
+    the time so far (the progress line's heartbeat: a streaming fault run's batch runs half an
+    hour).  The adapter's batch waits until it was called, so no clock decides the outcome."""
+    called = threading.Event()
+
+    class WaitsForAHeartbeat(ReferenceAdapter):
+        def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
+            assert called.wait(HANG_GUARD_S), "no heartbeat while the batch ran"
+            return super().run_batch(schedules)
+
+    suite = Conformance(WaitsForAHeartbeat(), "waits", deadline=HANG_GUARD_S)
+    suite.wait_slice = 0.01
+    seen: list[tuple[int, float]] = []
+    suite.on_wait = lambda size, waited: (seen.append((size, waited)), called.set())  # type: ignore[func-returns-value]
+    schedule = schedule_from_dict({"area": "async_io", "config": {"mode": "ordered", "capacity": 1},
+                                   "steps": [{"op": "end"}]})
+    assert len(suite.run_batch([schedule, schedule])) == 2
+    assert seen and all(size == 2 and waited > 0 for size, waited in seen), seen
