@@ -780,10 +780,9 @@ def is_property(item: pytest.Item) -> bool:
     return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
 
 
-def coverage_state(config: pytest.Config) -> tuple[Tally, set[str]]:
-    """The run's generator coverage so far, and the areas some of whose properties were deselected."""
-    state = config.stash[_KEY]
-    return state.tally, state.deselected_areas
+def coverage_state(config: pytest.Config) -> Tally:
+    """The run's generator coverage so far (floors_waived says where its floors do not apply)."""
+    return config.stash[_KEY].tally
 
 
 def floors_waived(config: pytest.Config, area: str) -> str | None:
@@ -939,23 +938,21 @@ def start_progress(session: pytest.Session, state: _State) -> None:
 
     state.progress = Progress(total, f"conformance ({state.spec})", write=write)
 
-    def on_example() -> None:
-        budget = state.settings.max_examples
-        share = min(conformance.examples / max(budget, 1), 0.99)
-        validated = ", ".join(f"{a} {n}" for a, n in sorted(conformance.validated.items()))
+    def update(detail: str, force: bool = False) -> None:
+        """Properties done plus the current one's share of its examples, and `detail`."""
+        share = min(conformance.examples / max(state.settings.max_examples, 1), 0.99)
         assert state.progress is not None
         state.progress.update(state.items_done + share, f"{state.items_done} of {total} properties done; "
-                              f"schedules validated: {validated or 'none yet'}")
+                              f"{detail}", force=force)
 
-    conformance.on_example = on_example
+    def on_example() -> None:
+        validated = ", ".join(f"{a} {n}" for a, n in sorted(conformance.validated.items()))
+        update(f"schedules validated: {validated or 'none yet'}")
 
     def on_wait(size: int, waited: float) -> None:  # a line a minute while a long batch runs
-        assert state.progress is not None
-        share = min(conformance.examples / max(state.settings.max_examples, 1), 0.99)
-        state.progress.update(state.items_done + share, f"{state.items_done} of {total} properties done; "
-                              f"a batch of {size} schedules running for {duration(waited)}", force=True)
+        update(f"a batch of {size} schedules running for {duration(waited)}", force=True)
 
-    conformance.on_wait = on_wait
+    conformance.on_example, conformance.on_wait = on_example, on_wait
     state.progress.update(0, f"{total} properties", force=True)
 
 
@@ -1174,7 +1171,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"{UNSUPPORTED} {result.nodeid}: {result.reason}")
     waived = {a: why for a in state.areas if (why := floors_waived(config, a)) is not None}
     coverage = state.tally.lines(state.areas, waived)
-    if coverage and state.tally.drawn:
+    if coverage:  # areas that drew schedules
         tr.section(f"conformance: generator coverage (adapter {state.spec}; distinct schedules per "
                    "property reaching each rare state, and its floor)")
         for line in coverage:

@@ -195,7 +195,12 @@ def test_a_long_batch_reports_while_it_runs() -> None:
     suite = Conformance(WaitsForAHeartbeat(), "waits", deadline=HANG_GUARD_S)
     suite.wait_slice = 0.01
     seen: list[tuple[int, float]] = []
-    suite.on_wait = lambda size, waited: (seen.append((size, waited)), called.set())  # type: ignore[func-returns-value]
+
+    def on_wait(size: int, waited: float) -> None:
+        seen.append((size, waited))
+        called.set()
+
+    suite.on_wait = on_wait
     schedule = schedule_from_dict({"area": "async_io", "config": {"mode": "ordered", "capacity": 1},
                                    "steps": [{"op": "end"}]})
     assert len(suite.run_batch([schedule, schedule])) == 2
