@@ -48,8 +48,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from flink_semantics.adapters.pyspark.mini_batch.engine import Pipeline, Settings  # noqa: E402
-from flink_semantics.adapters.pyspark.runtime import VirtualClock, VirtualTimers  # noqa: E402
 from flink_semantics.adapters.pyspark.session import get_spark  # noqa: E402
+from flink_semantics.adapters.pyspark.timers import VirtualClock, VirtualTimers  # noqa: E402
 from flink_semantics.conformance.progress import Progress  # noqa: E402
 
 CONFIGS: list[tuple[str, Settings]] = [

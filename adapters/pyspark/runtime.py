@@ -5,7 +5,7 @@ supports (`CAPABILITIES`, opt-in: spec/adapter.py) and runs one schedule of its 
 (`Run(schedule, store)`, a `ScheduleRun`).  This module finds it by the schedule's area and gives
 it what every area needs:
 
-* `VirtualTimers`: processing time changes only on the steps that advance it; due timers fire in
+* `VirtualTimers` (timers.py): processing time changes only on the steps that advance it; due timers fire in
   (deadline, registration) order, each at its own deadline (spec/schedules.md, items 1 and 5);
 * `ScheduleStore`: a directory on storage that outlives the task (a local disk, or on a cluster a
   file system every executor reaches) holding the events of every incarnation that ended, each
@@ -23,18 +23,18 @@ No Spark here: the unit tests and the `pyspark-local` adapter run this module di
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import importlib
 import itertools
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from flink_semantics.adapters.pyspark.timers import VirtualClock
 from flink_semantics.spec.adapter import SCRIPTED
 from flink_semantics.spec.area import areas, get_area
 from flink_semantics.spec.schedule import Event, Schedule, Step, Trace, make_trace, rejected
@@ -42,74 +42,6 @@ from flink_semantics.spec.schedule import Event, Schedule, Step, Trace, make_tra
 
 class InjectedFailure(RuntimeError):
     """A crash step or a task failure: raised so that the Spark task really fails."""
-
-
-# --------------------------------------------------------------------------
-# Virtual time
-# --------------------------------------------------------------------------
-
-
-class VirtualClock:
-    def __init__(self, now: int = 0):
-        self.now = now  # ms; runs on across crashes and restores (execution model 1)
-
-
-class _Timer:
-    __slots__ = ("deadline", "seq", "callback", "cancelled")
-
-    def __init__(self, deadline: float, seq: int, callback: Callable[[], None]):
-        self.deadline = deadline
-        self.seq = seq
-        self.callback = callback
-        self.cancelled = False
-
-    def __lt__(self, other: _Timer) -> bool:
-        return (self.deadline, self.seq) < (other.deadline, other.seq)
-
-
-class VirtualTimers:
-    """The timer service of one incarnation on the shared virtual clock."""
-
-    def __init__(self, clock: VirtualClock):
-        self.clock = clock
-        self._heap: list[_Timer] = []
-        self._seq = itertools.count()
-
-    def now(self) -> float:
-        return self.clock.now
-
-    def register(self, deadline: float, callback: Callable[[], None]) -> _Timer:
-        timer = _Timer(deadline, next(self._seq), callback)
-        heapq.heappush(self._heap, timer)
-        return timer
-
-    def cancel(self, handle: _Timer) -> None:
-        handle.cancelled = True
-
-    def deadlines(self) -> list[int]:
-        """The pending timers' deadlines, in firing order (to save them across micro-batches)."""
-        return [int(t.deadline) for t in sorted(self._heap) if not t.cancelled]
-
-    def retime(self, deadlines: list[int]) -> None:
-        """Move the pending timers (registered afresh, in firing order) to saved `deadlines`."""
-        pending = [t for t in sorted(self._heap) if not t.cancelled]
-        if len(pending) != len(deadlines):
-            raise RuntimeError(f"{len(pending)} timers pending for {len(deadlines)} saved deadlines")
-        for timer, deadline in zip(pending, deadlines):
-            timer.deadline = deadline
-        self._heap = pending
-        heapq.heapify(self._heap)
-
-    def advance(self, ms: int, alive: Callable[[], bool]) -> None:
-        """Execution model 5: fire due timers one by one at their deadlines, then set the new time."""
-        target = self.clock.now + ms
-        while alive() and self._heap and self._heap[0].deadline <= target:
-            timer = heapq.heappop(self._heap)
-            if timer.cancelled:
-                continue
-            self.clock.now = int(timer.deadline)
-            timer.callback()
-        self.clock.now = target
 
 
 # --------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from flink_semantics.adapters.pyspark.async_io.operator import (
     any_error,
     empty_result,
 )
-from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore, VirtualTimers
+from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore
+from flink_semantics.adapters.pyspark.timers import VirtualTimers
 from flink_semantics.spec.areas.async_io import (
     AdvanceStep,
     AsyncIoConfig,

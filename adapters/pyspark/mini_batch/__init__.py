@@ -31,7 +31,8 @@ from flink_semantics.adapters.pyspark.mini_batch.engine import (
     refusal,
     restore,
 )
-from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore, VirtualTimers
+from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore
+from flink_semantics.adapters.pyspark.timers import VirtualTimers
 from flink_semantics.spec.areas.mini_batch import (
     AdvanceStep,
     CheckpointStep,

@@ -75,8 +75,8 @@ from flink_semantics.adapters.pyspark.mini_batch.engine import (
     finish_key,
     merge_key,
 )
-from flink_semantics.adapters.pyspark.runtime import VirtualClock, VirtualTimers
 from flink_semantics.adapters.pyspark.session import is_connect, struct
+from flink_semantics.adapters.pyspark.timers import VirtualClock, VirtualTimers
 
 try:
     from pyspark.sql.streaming import StatefulProcessor

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore, VirtualClock, VirtualTimers
+from flink_semantics.adapters.pyspark.runtime import ScheduleRun, ScheduleStore
+from flink_semantics.adapters.pyspark.timers import VirtualClock, VirtualTimers
 from flink_semantics.adapters.pyspark.watermarks.engine import (
     AlignmentCoordinator,
     SourceReader,
