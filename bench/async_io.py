@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from flink_semantics.adapters.pyspark.async_io import async_map  # noqa: E402
-from flink_semantics.adapters.pyspark.session import get_spark  # noqa: E402
+from flink_semantics.adapters.pyspark.runner_session import runner_spark  # noqa: E402
 from flink_semantics.conformance.progress import Progress  # noqa: E402
 
 
@@ -169,10 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--schedules", type=int, default=500, help="drawn schedules per run (--stream)")
     a = p.parse_args(argv)
     if a.stream:
-        return bench_stream(get_spark(), a.schedules, a.runs)
+        return bench_stream(runner_spark(), a.schedules, a.runs)
 
     load_before = _load()
-    spark = get_spark()
+    spark = runner_spark()
     bench_async(spark, 500, a.partitions, a.capacity, a.latency, True)  # warm-up, not measured
 
     bound, sync_bound = a.capacity / a.latency, 1 / a.latency

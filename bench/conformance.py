@@ -44,8 +44,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from flink_semantics.adapters.pyspark.adapter import PySparkAdapter, failure_bound, run_partition  # noqa: E402
+from flink_semantics.adapters.pyspark.runner_session import max_task_failures, runner_spark  # noqa: E402
 from flink_semantics.adapters.pyspark.runtime import LocalScriptedAdapter, ScheduleStore, capabilities  # noqa: E402
-from flink_semantics.adapters.pyspark.session import get_spark, max_task_failures  # noqa: E402
 from flink_semantics.conformance.areas.async_io import Features, schedules  # noqa: E402
 from flink_semantics.conformance.checker import compare  # noqa: E402
 from flink_semantics.conformance.strategies import batches  # noqa: E402
@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     partition = section_operator(d, times["local"])
     store = section_storage(d, times["local"])
 
-    spark, t_session = timed(get_spark)
+    spark, t_session = timed(runner_spark)
     adapter = counter = CountingAdapter(spark=spark)
     try:
         trivial, tasks = section_spark(spark, t_session, adapter)

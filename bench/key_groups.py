@@ -51,7 +51,7 @@ import networkx as nx  # noqa: E402
 from flink_semantics.adapters.pyspark.key_groups.api import MAXP, NEW_P, redistribute_keyed  # noqa: E402
 from flink_semantics.adapters.pyspark.key_groups.engine import flink_key_group, key_group_range  # noqa: E402
 from flink_semantics.adapters.pyspark.key_groups.spark import with_key_groups  # noqa: E402
-from flink_semantics.adapters.pyspark.session import get_spark  # noqa: E402
+from flink_semantics.adapters.pyspark.runner_session import runner_spark  # noqa: E402
 
 MAX_P = 128
 RESCALES = [(2, 3), (3, 2), (4, 8), (8, 4), (3, 5), (1, 4), (6, 1), (16, 128)]
@@ -217,7 +217,7 @@ def main() -> None:
                         help="the most state partitions of a round's query (--stream; "
                              "stream.QUERY_PARTITIONS)")
     args = parser.parse_args()
-    spark = get_spark()
+    spark = runner_spark()
     if args.stream:
         bench_stream(spark, args.schedules, args.runs, args.calls, args.query_partitions)
         return

@@ -48,7 +48,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from flink_semantics.adapters.pyspark.mini_batch.engine import Pipeline, Settings  # noqa: E402
-from flink_semantics.adapters.pyspark.session import get_spark  # noqa: E402
+from flink_semantics.adapters.pyspark.runner_session import runner_spark  # noqa: E402
 from flink_semantics.adapters.pyspark.timers import VirtualClock, VirtualTimers  # noqa: E402
 from flink_semantics.conformance.progress import Progress  # noqa: E402
 
@@ -223,7 +223,7 @@ def main() -> None:
     parser.add_argument("--stream-partitions", type=int, default=2,
                         help="shuffle partitions of the streaming queries (--stream; run_many's: 2)")
     args = parser.parse_args()
-    spark = get_spark()
+    spark = runner_spark()
     if args.stream:
         bench_stream(spark, args.schedules, args.runs, args.stream_partitions)
         return

@@ -182,10 +182,10 @@ def main() -> None:
                         help="conformance schedules/s through streaming queries (run_many)")
     parser.add_argument("--schedules", type=int, default=500, help="drawn schedules per run (--stream)")
     args = parser.parse_args()
-    from flink_semantics.adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.runner_session import runner_spark
 
     if args.stream:
-        bench_stream(get_spark(), args.schedules, args.runs)
+        bench_stream(runner_spark(), args.schedules, args.runs)
         return
 
     schedules, traces = corpus()
@@ -198,7 +198,7 @@ def main() -> None:
     finally:
         local.close()
     print(f"pyspark-local: {_summary(rates, 'schedules/s')}")
-    spark = get_spark()
+    spark = runner_spark()
     adapter = PySparkAdapter()
     try:
         adapter.prepare()

@@ -102,14 +102,14 @@ def stream_mode(n: int, runs: int) -> None:
     import tempfile
     from pathlib import Path
 
-    from flink_semantics.adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.runner_session import runner_spark
     from flink_semantics.adapters.pyspark.watermarks.stream import run_many
 
     schedules = draw(n)[:n]
     failing = sum(any(s.op == "failover" for s in x.steps) for x in schedules)
     print(f"{len(schedules)} schedules ({failing} with a failover), cpus {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f}")
-    spark = get_spark()
+    spark = runner_spark()
     expected = [expected_trace(s) for s in schedules]
     rates, phases = [], []
     for _ in range(runs):

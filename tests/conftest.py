@@ -32,11 +32,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Any:
     """The process's shared SparkSession; the test is skipped, with the reason, without Java or pyspark."""
-    from flink_semantics.adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.runner_session import runner_spark
     from flink_semantics.spec.adapter import AdapterError
 
     try:
-        return get_spark()
+        return runner_spark()
     except AdapterError as e:
         pytest.skip(str(e))
 

@@ -41,7 +41,8 @@ SHARED = [ROOT / p for p in (
     "spec/areas/__init__.py",
     "reference/__init__.py", "adapters/__init__.py", "adapters/reference.py",
     "adapters/pyspark/__init__.py", "adapters/pyspark/adapter.py", "adapters/pyspark/runtime.py",
-    "adapters/pyspark/session.py", "adapters/pyspark/daemon.py", "adapters/pyspark/streaming.py",
+    "adapters/pyspark/session.py", "adapters/pyspark/runner_session.py", "adapters/pyspark/timers.py",
+    "adapters/pyspark/daemon.py", "adapters/pyspark/streaming.py",
     "adapters/pyspark/chaos.py", "adapters/spark_native/__init__.py",
     "adapters/pyflink/__init__.py", "adapters/pyflink/session.py", "adapters/process.py",
     "adapters/process_server.py", "adapters/flink/__init__.py",
@@ -53,7 +54,7 @@ SHARED = [ROOT / p for p in (
     "conformance/draw.py", "conformance/matrix.py", "conformance/strength.py", "conformance/corpus.py",
     "conformance/reverdict.py",
     "conformance/progress.py", "conformance/coverage.py", "conformance/test_corpus.py",
-    "conformance/test_coverage.py",
+    "conformance/test_coverage.py", "conformance/entry.py",
 )]
 
 

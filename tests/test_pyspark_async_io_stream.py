@@ -30,9 +30,9 @@ CHECKPOINT_STEPS = ("checkpoint", "crash", "restore")  # the spec's examples of 
 
 @pytest.fixture(scope="module")
 def spark() -> Any:
-    from flink_semantics.adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.runner_session import runner_spark
 
-    return get_spark()
+    return runner_spark()
 
 
 def test_spec_examples_through_a_streaming_query(spark: Any) -> None:

@@ -183,10 +183,10 @@ KEYS = [(0, "int"), (1, "int"), (-1, "int"), (2**31 - 1, "int"), (-(2**31), "int
 @pytest.mark.spark
 def test_spark_hash_matches_spark() -> None:
     """KG-22..KG-27 against Spark itself: hash() of int, bigint and string columns, and pmod."""
-    from flink_semantics.adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.runner_session import runner_spark
     from pyspark.sql import functions as F
 
-    spark = get_spark()
+    spark = runner_spark()
     rows = [(str(k) if t != "string" else k, t) for k, t in KEYS]
     df = spark.createDataFrame(rows, "k string, t string")
     got = {}
@@ -215,9 +215,9 @@ def sql_literal(key: str) -> str:
 def test_spark_hash_of_surrogates_matches_spark() -> None:
     """KG-26, KG-34 against Spark itself: hash() and the UTF-8 bytes of SQL literals holding unpaired
     surrogates and pairs, as the reference computes them."""
-    from flink_semantics.adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.runner_session import runner_spark
 
-    spark = get_spark()
+    spark = runner_spark()
     columns = [f"hash({sql_literal(k)}) AS h{i}, hex(encode({sql_literal(k)}, 'UTF-8')) AS b{i}"
                for i, k in enumerate(SURROGATE_KEYS)]
     row = spark.sql("SELECT " + ", ".join(columns)).collect()[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -17,6 +18,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DECOY = "another distribution's adapters"  # what the other distribution's `adapters` package holds
+# What the suite and the tests use, and a Spark user's install must not bring
+TEST_LIBRARIES = ("pytest", "pytest-xdist", "hypothesis", "matplotlib", "chispa")
+
+
+def requirements(wheel: Path, extra: str | None) -> list[str]:
+    """The names a wheel requires with `extra` (None: the core), from its METADATA."""
+    with zipfile.ZipFile(wheel) as z:
+        [meta] = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        lines = z.read(meta).decode().splitlines()
+    names = []
+    for line in lines:
+        if line.startswith("Requires-Dist: "):
+            spec, _, marker = line.removeprefix("Requires-Dist: ").partition(";")
+            wanted = extra is None and not marker or extra is not None and f'extra == "{extra}"' in marker
+            if wanted:
+                names.append(re.split(r"[ <>=!~\[(]", spec.strip(), maxsplit=1)[0].lower())
+    return names
 
 
 def run(*args: str | Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -37,6 +55,10 @@ def test_the_wheel_installs_beside_other_packages_and_runs_from_anywhere(tmp_pat
     # One top-level package, named after the project (and the distribution's metadata).
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"flink_semantics"}, tops
+    # The core and the spark extra require nothing of the suite's or the tests'; the suite's extra does.
+    for extra in (None, "spark"):
+        assert not set(requirements(wheel, extra)) & set(TEST_LIBRARIES), (extra, requirements(wheel, extra))
+    assert {"hypothesis", "pytest"} <= set(requirements(wheel, "suite")), requirements(wheel, "suite")
 
     venv.create(tmp_path / "venv", with_pip=True)
     python = tmp_path / "venv" / "bin" / "python"
@@ -45,7 +67,19 @@ def test_the_wheel_installs_beside_other_packages_and_runs_from_anywhere(tmp_pat
     # Another distribution that owns the top-level name `adapters` (as a popular one on the index does).
     (site / "adapters").mkdir()
     (site / "adapters" / "__init__.py").write_text(f"OWNER = {DECOY!r}\n")
-    installed = run(python, "-m", "pip", "install", "--quiet", "--no-compile", wheel, cwd=elsewhere)
+    # A Spark user's install (here without pyspark itself) brings nothing of the suite's or the tests';
+    # their own pytest still runs their own tests, the suite's plugin inert (conformance/entry.py).
+    installed = run(python, "-m", "pip", "install", "--quiet", "--no-compile", wheel, "pytest", cwd=elsewhere)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    present = run(python, "-m", "pip", "list", "--format=freeze", cwd=elsewhere).stdout.lower()
+    assert not [t for t in TEST_LIBRARIES if t != "pytest" and f"{t}==" in present], present
+    project = tmp_path / "users-project"
+    project.mkdir()
+    (project / "test_users_own.py").write_text("def test_own():\n    assert 1 + 1 == 2\n")
+    own = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_users_own.py", cwd=project)
+    assert own.returncode == 0 and "1 passed" in own.stdout, own.stdout + own.stderr
+    installed = run(python, "-m", "pip", "install", "--quiet", "--no-compile", f"{wheel}[suite]",
+                    cwd=elsewhere)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     owner = run(python, "-c", "import adapters; print(adapters.OWNER)", cwd=elsewhere)
     assert owner.stdout.strip() == DECOY, owner.stdout + owner.stderr

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from flink_semantics.adapters import version
+from flink_semantics.adapters.pyspark.runner_session import max_task_failures
 from flink_semantics.adapters.pyspark.runtime import (
     InjectedFailure,
     ScheduleStore,
@@ -46,7 +47,7 @@ from flink_semantics.adapters.pyspark.runtime import (
     run_schedule,
     scratch_dir,
 )
-from flink_semantics.adapters.pyspark.session import check_prerequisites, is_connect, max_task_failures
+from flink_semantics.adapters.pyspark.session import check_prerequisites, is_connect
 from flink_semantics.spec.adapter import SCRIPTED
 from flink_semantics.spec.schedule import Schedule, Trace, schedule_from_dict, trace_from_dict
 
@@ -165,9 +166,9 @@ class PySparkAdapter:
 
     def prepare(self) -> None:
         """Start Spark and its Python workers once, before the first batch (spec/adapter.py)."""
-        from flink_semantics.adapters.pyspark.session import get_spark
+        from flink_semantics.adapters.pyspark.runner_session import runner_spark
 
-        spark = self.spark if self.spark is not None else get_spark()
+        spark = self.spark if self.spark is not None else runner_spark()
         if is_connect(spark):
             spark.createDataFrame([(0,)], "x long").mapInArrow(_passthrough, "x long").collect()
         else:
@@ -179,9 +180,9 @@ class PySparkAdapter:
     def run_batch(self, schedules: Sequence[Schedule]) -> list[Trace]:
         if not schedules:
             return []
-        from flink_semantics.adapters.pyspark.session import get_spark
+        from flink_semantics.adapters.pyspark.runner_session import runner_spark
 
-        spark = self.spark if self.spark is not None else get_spark()
+        spark = self.spark if self.spark is not None else runner_spark()
         job = self.root / f"job-{uuid.uuid4().hex}"
         traces: dict[int, Trace] = {}
         attempts: dict[int, int] = {}

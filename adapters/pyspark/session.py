@@ -1,43 +1,25 @@
-"""One shared SparkSession per process, classic local mode by default, Spark Connect on request.
+"""The Spark session of a user of the APIs, and what every streaming API needs.
 
-* `SPARK_REMOTE` set (`sc://host:port`, or `local[N]` for an embedded Connect
-  server): Spark Connect.  A `local[N]` remote gets task retries (`local[N,F]`)
-  so that injected task failures are retried.
-* `CONFORMANCE_SPARK_MASTER`: an explicit master for classic mode (default
-  `local[2,F]`).
-* `CONFORMANCE_SPARK_MAX_FAILURES`: F, the task attempts Spark allows
-  (default 8).  A conformance task fails once per round of crash steps or task
-  failures of its schedules; when it runs out of attempts, the adapter resumes
-  the rest in a new job.
+`get_spark()` is what a Spark engineer would write: the active session if there is one, untouched;
+else `SparkSession.builder.getOrCreate()`, which honours `SPARK_REMOTE` (Spark Connect) and
+`spark-submit`'s settings.  A local session that it starts itself listens on 127.0.0.1 only; it sets
+nothing else: no worker daemon, no environment variable, no SQL setting.  The conformance runners
+start their own session (`runner_session.py`: task retries, the worker daemon, the runners'
+settings).
 
-No SparkContext or RDD API is used, so the same code runs under Connect.  A Spark
-started here (a local master, an embedded Connect server) listens on 127.0.0.1 only.
-Missing Java or pyspark raise AdapterError with a one-line message before any JVM
-is started (check_prerequisites, called by the adapter's constructor).
+No SparkContext or RDD API is used, so the same code runs under Connect.  Missing Java or pyspark
+raise AdapterError with a one-line message before any JVM is started (check_prerequisites).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import sys
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from flink_semantics.adapters import check_java
 from flink_semantics.spec.adapter import AdapterError
-
-REPO_ROOT = str(Path(__file__).resolve().parents[2])
-DEFAULT_MAX_FAILURES = 8
-
-_session: Any = None
-
-
-def max_task_failures() -> int:
-    return int(os.environ.get("CONFORMANCE_SPARK_MAX_FAILURES", DEFAULT_MAX_FAILURES))
 
 
 def _check_pyspark() -> None:
@@ -53,45 +35,21 @@ def _check_java() -> None:
     check_java("pyspark")
 
 
+def starts_local_spark() -> bool:
+    """Whether a session started here runs Spark in this process (no remote server, no cluster)."""
+    remote = os.environ.get("SPARK_REMOTE")
+    return not remote or remote.startswith("local")
+
+
 def check_prerequisites() -> None:
     """Raise AdapterError (one line) when pyspark, or Java for a Spark started here, is missing."""
     _check_pyspark()
-    remote = os.environ.get("SPARK_REMOTE")
-    if not remote or remote.startswith("local"):
+    if starts_local_spark():
         _check_java()
 
 
-def _prepare_environment() -> None:
-    # Workers must run this interpreter (pitfall P1) and import adapters/spec (P2).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if REPO_ROOT not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, *paths])
-
-
-def _with_failures(master: str) -> str:
-    """local[N] -> local[N,F]: plain local mode never retries a failed task."""
-    m = re.fullmatch(r"local(\[(\d+|\*)\])?", master)
-    if not m:
-        return master
-    return f"local[{m.group(2) or 1},{max_task_failures()}]"
-
-
-_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # A failed task is run again at once: no waiting for a more local slot (there is none).
-    "spark.locality.wait": "0s",
-    # Workers are forked from a daemon that has already imported the runtime (daemon.py).
-    "spark.python.daemon.module": "flink_semantics.adapters.pyspark.daemon",
-    # Injected task failures are expected: keep their stack traces out of the test output.
-    "spark.log.level": "FATAL",
-}
 # A Spark started here (local master, embedded Connect server) listens on loopback only.
-_LOOPBACK_CONF = {
+LOOPBACK_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.connect.grpc.binding.address": "127.0.0.1",
@@ -111,47 +69,20 @@ def connect_session(url: str) -> Any:
 
 
 def get_spark() -> Any:
-    """The process's shared SparkSession (created on first use)."""
-    global _session
-    if _session is not None:
-        return _session
-    _check_pyspark()
-    remote = os.environ.get("SPARK_REMOTE")
-    if not remote or remote.startswith("local"):
-        _check_java()
-    _prepare_environment()
+    """The active SparkSession, or a new one as `SparkSession.builder.getOrCreate()` makes it (on
+    loopback when it runs Spark here).  Changes nothing of an existing session or the environment."""
+    check_prerequisites()
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("flink-semantics-pyspark")
-    local = not remote or remote.startswith("local")
-    local = local and os.environ.get("CONFORMANCE_SPARK_MASTER", "local").startswith("local")
-    for k, v in {**_CONF, **(_LOOPBACK_CONF if local else {})}.items():
-        builder = builder.config(k, v)
-    try:
-        if remote and remote.startswith("sc://"):
-            spark = connect_session(remote)
-        elif remote:  # an embedded Connect server in this process
-            with warnings.catch_warnings():
-                # The server takes the static confs (UI off); the client then warns that it
-                # cannot set them again.
-                warnings.simplefilter("ignore", UserWarning)
-                spark = builder.remote(_with_failures(remote)).getOrCreate()
-        else:
-            master = os.environ.get("CONFORMANCE_SPARK_MASTER", "local[2]")
-            spark = (builder.master(_with_failures(master))
-                     .config("spark.task.maxFailures", str(max_task_failures())).getOrCreate())
-    except Exception as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise AdapterError(f"pyspark adapter: could not start Spark: {msg}") from None
-    _session = spark
-    return spark
-
-
-def stop_spark() -> None:
-    global _session
-    if _session is not None:
-        _session.stop()
-        _session = None
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName("flink-semantics")
+    # Under spark-submit (a JVM already launched with its own settings) nothing is added.
+    if starts_local_spark() and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        for key, value in LOOPBACK_CONF.items():
+            builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 # --------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def examples_from_env() -> int:
 def fault_depth() -> int:
     """FAULT_DEPTH, kept below the session's `spark.task.maxFailures` (a task failing that many
     times would fail its query)."""
-    from flink_semantics.adapters.pyspark.session import max_task_failures
+    from flink_semantics.adapters.pyspark.runner_session import max_task_failures
 
     return max(1, min(FAULT_DEPTH, max_task_failures() - 1))
 
@@ -145,9 +145,9 @@ class PySparkStreamAdapter:
 
     def _session(self) -> Any:
         if self.spark is None:
-            from flink_semantics.adapters.pyspark.session import get_spark
+            from flink_semantics.adapters.pyspark.runner_session import runner_spark
 
-            self.spark = get_spark()
+            self.spark = runner_spark()
         return self.spark
 
     def prepare(self) -> None:

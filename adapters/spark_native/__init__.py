@@ -59,9 +59,9 @@ class SparkNativeAdapter:
 
     def _session(self) -> Any:
         if self.spark is None:
-            from flink_semantics.adapters.pyspark.session import get_spark
+            from flink_semantics.adapters.pyspark.runner_session import runner_spark
 
-            self.spark = get_spark()
+            self.spark = runner_spark()
         if not self._configured:
             # One state partition per query (the default 200 would run 200 tasks per batch), and
             # the min policy named although it is Spark's default.  A query keeps what it started

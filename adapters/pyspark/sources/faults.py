@@ -190,13 +190,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="query failures to inject (half enumerator, half job failures)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    from flink_semantics.adapters.pyspark.session import get_spark
+    from flink_semantics.adapters.pyspark.runner_session import runner_spark
 
     jobs, failures = generate(args.schedules, args.restarts, args.seed)
     workdir = tempfile.mkdtemp(prefix="sources-faults-")
     try:
         print(f"fault injection: {args.schedules} schedules, seed {args.seed}", flush=True)
-        report = run(get_spark(), jobs, failures, workdir, log=lambda m: print(m, flush=True))
+        report = run(runner_spark(), jobs, failures, workdir, log=lambda m: print(m, flush=True))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n".join(report.lines()))
