@@ -648,9 +648,10 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
     so a quiet stream's last bundle is emitted within `allow_latency_ms` plus one trigger interval
     under a `processingTime` trigger.  Spark cannot end `trigger(availableNow=True)` in that mode:
     `TransformWithStateExec.shouldRunAnotherBatch` is always true in `ProcessingTime` time mode
-    (Spark's TODO SPARK-50180), so the query runs no-data micro-batches forever; with
-    `spark.sql.streaming.noDataMicroBatches.enabled=false` it ends, but no-data micro-batches,
-    and so the timers, never run, and the last bundle waits for the next run's first rows.  With
+    (Spark's TODO SPARK-50180), so the query runs no-data micro-batches forever (nor does
+    `processAllAvailable()` return: a micro-batch is constructed every trigger, never "no new
+    data"); with `spark.sql.streaming.noDataMicroBatches.enabled=false` it ends, but no-data
+    micro-batches, and so the timers, never run, and the last bundle waits for the next run.  With
     a `time` column the clock is the rows' (Spark's timers run on another clock): a waiting bundle
     finishes with the next row past its interval, a `tick` or `barrier` row, end of input or size.
     The row-time assigner's bundles wait for the next watermark in both modes, as in Flink.
