@@ -223,7 +223,7 @@ def test_bundles_across_micro_batches_flush_on_a_quiet_stream(spark: Any, tmp_pa
     from flink_semantics.adapters.pyspark.session import query_conf
 
     latency_ms, interval_ms = 1_000, 500
-    files = cdc_files(13, 3)
+    files = cdc_files(13, 2)
     feed = Feed(tmp_path)
     changes = changes_of(spark, feed, allow_latency_ms=latency_ms, commit_finishes_bundles=False)
     with query_conf(spark, STATE_STORE_CONF):
