@@ -266,6 +266,25 @@ def test_values_not_bigint_compatible_are_refused(spark: Any, tmp_path: Path, co
     assert len(spark.streams.active) == before
 
 
+@pytest.mark.parametrize("bad,words", [
+    ({"local_parallelism": 0}, ["local_parallelism", "MB-10"]),
+    ({"local_parallelism": "2"}, ["local_parallelism", "MB-10"]),
+    ({"local_parallelism": 2, "markers": True}, ["local_parallelism=1", "MB-8"]),
+    ({"commit_finishes_bundles": "yes"}, ["commit_finishes_bundles", "MB-13"]),
+    ({"on_state_update": 5}, ["on_state_update"]),
+])
+def test_bad_options_are_refused(spark: Any, tmp_path: Path, bad: dict[str, Any], words: list[str]) -> None:
+    """The new options, bad: a ValueError naming the parameter (and the rule) before any query."""
+    from flink_semantics.adapters.pyspark.mini_batch.api import changelog_aggregate
+
+    cdc = spark.readStream.schema(SCHEMA).json(str(tmp_path))
+    before = len(spark.streams.active)
+    with pytest.raises(ValueError) as e:
+        changelog_aggregate(cdc, key="customer", op="op", value="amount", order="lsn", **bad)
+    assert all(w in str(e.value) for w in words), str(e.value)
+    assert len(spark.streams.active) == before
+
+
 def test_a_null_value_fails_the_query_naming_the_row(spark: Any, tmp_path: Path) -> None:
     """A change whose value is null in a running query: the query fails with the ValueError that
     names the row's `order` value, the column and the rule; nothing is dropped silently."""
