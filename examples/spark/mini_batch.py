@@ -1,17 +1,20 @@
 """changelog_aggregate on a streaming DataFrame: a group aggregation over change-data-capture rows.
 
-A CDC feed of an `orders` table (one JSON file per micro-batch, as a connector might land them)
-carries inserts, updates (`-U` the old row, `+U` the new one) and deletes of orders, each with its
-customer, amount, log sequence number `lsn` and commit time `ts_ms`.  The query keeps, per customer,
-COUNT(*), SUM, MIN and MAX of the amounts of their current orders, with mini-batch bundles of 3 rows
-(Flink's `table.exec.mini-batch.*`), and emits the aggregation's own changelog: `+I` for a new
-customer, `-U`/`+U` for a change, `-D` when a customer's last order is gone.  Spark's streaming
-`groupBy().agg()` cannot do this: it has no retraction (a deleted order would still count, and MAX
-cannot fall back to the next amount).
+A CDC feed of an `orders` table (JSON files landing in a directory while the query runs, as a
+connector might write them) carries inserts, updates (`-U` the old row, `+U` the new one) and
+deletes of orders, each with its customer, amount, log sequence number `lsn` and commit time
+`ts_ms`. The query keeps, per customer, COUNT(*), SUM, MIN and MAX of the amounts of their current
+orders, with mini-batch bundles of 3 rows (Flink's `table.exec.mini-batch.*`), and emits the
+aggregation's own changelog: `+I` for a new customer, `-U`/`+U` for a change, `-D` when a customer's
+last order is gone. Spark's streaming `groupBy().agg()` cannot do this: it has no retraction (a
+deleted order would still count, and MAX cannot fall back to the next amount).
 
-The query runs with `trigger(availableNow=True)` into a memory sink; the example checks the
-changelog and the final aggregates (the changelog applied as upserts and deletes), prints them and
-removes its temporary directory.
+The query runs with a processing-time trigger into a memory sink while the example writes the
+files one by one, waiting for each (`processAllAvailable()`); after the last one the stream goes
+quiet.  Each committed micro-batch is a checkpoint for the aggregation (every bundle finishes before
+it commits, Flink's MB-13), so the last file's changes are in the sink with no further input.  The
+example checks the changelog and the final aggregates (the changelog applied as upserts and
+deletes), prints them and removes its temporary directory.
 
     python examples/spark/mini_batch.py
 """
@@ -27,7 +30,7 @@ from pathlib import Path
 from flink_semantics.adapters.pyspark.mini_batch.api import STATE_STORE_CONF, changelog_aggregate
 from flink_semantics.adapters.pyspark.session import get_spark
 
-# (lsn, ts_ms, op, customer, amount), one list per file (micro-batch)
+# (lsn, ts_ms, op, customer, amount), one list per file
 FILES = [
     [(1, 1000, "+I", 7, 120), (2, 1005, "+I", 7, 80), (3, 1010, "+I", 9, 45)],   # a bundle of 3
     [(4, 1020, "-U", 7, 120), (5, 1020, "+U", 7, 150), (6, 1030, "+I", 9, 30)],  # order 1 amended
@@ -52,22 +55,26 @@ def main() -> None:
         spark.conf.set(key, value)
     work = Path(tempfile.mkdtemp(prefix="example-mini-batch-"))
     try:
-        feed = work / "cdc"
+        feed, staging = work / "cdc", work / "staging"
         feed.mkdir()
-        for i, rows in enumerate(FILES):
-            lines = [json.dumps(dict(zip(("lsn", "ts_ms", "op", "customer", "amount"), r))) for r in rows]
-            path = feed / f"{i:03d}.json"
-            path.write_text("\n".join(lines) + "\n")
-            os.utime(path, (1_000_000 + i, 1_000_000 + i))  # the file source takes files by mtime
-        cdc = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(feed))
+        staging.mkdir()
+        cdc = spark.readStream.schema(SCHEMA).json(str(feed))
         changes = changelog_aggregate(cdc, key="customer", op="op", value="amount", order="lsn", time="ts_ms",
                                       aggregates=["count", "sum", "min", "max"], mini_batch=True,
                                       allow_latency_ms=60_000, bundle_size=3, update_before=True)
         query = (changes.writeStream.format("memory").queryName("customer_totals").outputMode("append")
-                 .trigger(availableNow=True).option("checkpointLocation", str(work / "checkpoint")).start())
-        query.awaitTermination()
-        rows = spark.table("customer_totals").orderBy("seq", "n", "kpos", "sub").collect()
-        spark.catalog.dropTempView("customer_totals")
+                 .trigger(processingTime="1 second").option("checkpointLocation", str(work / "checkpoint"))
+                 .start())
+        try:
+            for i, rows in enumerate(FILES):  # each file lands whole: written aside, then moved in
+                lines = [json.dumps(dict(zip(("lsn", "ts_ms", "op", "customer", "amount"), r))) for r in rows]
+                (staging / f"{i:03d}.json").write_text("\n".join(lines) + "\n")
+                os.replace(staging / f"{i:03d}.json", feed / f"{i:03d}.json")
+                query.processAllAvailable()  # the file's micro-batch has committed
+            rows = spark.table("customer_totals").orderBy("seq", "n", "kpos", "sub").collect()
+        finally:
+            query.stop()
+            spark.catalog.dropTempView("customer_totals")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -13,45 +13,47 @@ accumulates every row (there is no retraction: a `-D` cannot take a row back, MI
 give the next value when the least one leaves); this one keeps per key COUNT(*), SUM (BIGINT,
 wrapping around as a Java long), MIN and MAX with retraction (MB-30), and emits the aggregation's own
 changelog: `+I` for a new key, `-U`/`+U` for a changed one, `-D` when its count drops to zero
-(MB-17..MB-24), in bundles with mini-batch on (MB-4..MB-16), optionally local-global (MB-25, MB-26).
+(MB-17 to MB-24), in bundles with mini-batch on (MB-4 to MB-16), optionally local-global (MB-25,
+MB-26).
 
 The query it builds (two chained `transformWithState`, state on the state store):
 
-    input -> stage 1: groupBy(partition).transformWithState   (assigner, bundles, valve)
+    input -> stage 1: groupBy(partition[, task]).transformWithState   (assigner, bundles, valve)
           -> shuffle by (partition, key)
           -> stage 2: groupBy(partition, marker, key).transformWithState   (accumulators)
 
-* **Stage 1**, the job's non-keyed part at parallelism 1 per `partition_by` value, runs the engine's
-  `Pipeline` (the mini-batch assigner with its timers, MB-4..MB-7; in two-phase the local aggregation
-  and its bundle, MB-25; the valve, MB-8; the aggregation's bundle and its count trigger,
-  MB-9..MB-16; every operator's idle-aware output, MB-15) in ValueState `job`: a finished bundle is
-  emitted key by key (one-phase: the rows; two-phase: the local accumulators), and applied after
-  the shuffle.  Bundles live in the state store across micro-batches (a committed micro-batch holds
-  them, as a Flink checkpoint would not: see `CONTROL_OPS`' `barrier`).
+* **Stage 1**, the job's non-keyed part (per `partition_by` value: one task, or `local_parallelism`
+  tasks each with its keys' rows), runs the engine's `Pipeline` (the mini-batch assigner with its
+  timers, MB-4, MB-6; in two-phase the local aggregation and its bundle, MB-25; the valve, MB-8; the
+  aggregation's bundle and its count trigger, MB-10; every operator's idle-aware output, MB-15) in
+  ValueState `job`: a finished bundle is emitted key by key (one-phase: the rows; two-phase: the
+  local accumulators), and applied after the shuffle. By default each committed micro-batch is a
+  checkpoint: every bundle finishes before it commits (MB-13), so nothing waits in the state store
+  for rows that may never come.
 * **Stage 2**, the aggregation, holds each key's accumulator (count, sum, the multiset of values)
   in ValueState `acc` (`acc_ttl_<ms>` with a state TTL) and applies each finished bundle in order:
-  `finish_key` (one-phase, MB-17..MB-24) or `merge_key` (two-phase, MB-26).  No Spark SQL `sum` is
-  involved (with ANSI mode it raises on overflow; Flink's BIGINT SUM wraps, MB-30).
+  `finish_key` (one-phase, MB-17 to MB-24) or `merge_key` (two-phase, MB-26).  No Spark SQL `sum`
+  is involved (with ANSI mode it raises on overflow; Flink's BIGINT SUM wraps, MB-30).
 
 Rows are applied in `order` within a micro-batch (arrival order, MB-9, MB-24): a CDC stream's log
 sequence number (required: Spark keeps no order of a stream's rows through a shuffle).
 Processing time (the processing-time assigner's clock, MB-4) is the `time` column's, when given
-(each row advances the clock to its time first, firing the assigner's timers at their deadlines), else
-the micro-batch's processing time; either way the assigner's timers fire when a partition's rows
-arrive, not on their own (a bundle waiting for its interval's end finishes with the next row after
-it, or by size, a watermark, a barrier or end of input).  Besides changelog rows the input may
-carry control rows (`CONTROL_OPS`): an upstream watermark, an idle or active status, a clock tick,
-a checkpoint barrier, end of input: a source that knows them (the conformance adapter's does)
-drives the rules about watermarks (MB-5..MB-8, MB-12, MB-15), checkpoints (MB-13) and end of input
-(MB-7, MB-14).
+(each row advances the clock to its time first, firing the assigner's timers at their deadlines),
+else the micro-batch's processing time.  `changelog_aggregate`'s docstring says when bundles finish
+on a real query (`commit_finishes_bundles`) and what Spark cannot do there.  Besides changelog rows
+the input may carry control rows (`CONTROL_OPS`): an upstream watermark, an idle or active status,
+a clock tick, a checkpoint barrier, end of input: a source that knows them (the conformance
+runner's does) drives the rules about watermarks (MB-5, MB-7, MB-8, MB-12, MB-15), checkpoints
+(MB-13) and end of input (MB-7, MB-14).
 
 Many independent aggregations can share one query (`partition_by`, e.g. a tenant): each partition
 value has its own assigner, bundles and keys, and may have its own configuration (`configs`).
 `initial_state` starts the aggregation from saved accumulators, e.g. those of another query's
 checkpoint at a chosen batch (`aggregation_state`, Spark's state data source): MB-29's restore.
 
-Bad input raises ValueError naming the parameter and the rule before any job runs.  No RDD API and
-no SparkContext: it runs under Spark Connect (the server must import this module).
+Bad arguments raise ValueError naming the parameter and the rule before any job runs; a bad row
+fails the running query with a ValueError naming the row's `order` value, the column and the rule.
+No RDD API and no SparkContext: it runs under Spark Connect (the server must import this module).
 """
 
 from __future__ import annotations
@@ -61,7 +63,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flink_semantics.adapters.pyspark import chaos
 from flink_semantics.adapters.pyspark.mini_batch.engine import (
     Acc,
     BundleOperator,
@@ -234,8 +235,7 @@ class StageOne:
         seq, time, op, key, value = r
         if seq != self.seq:
             self.seq, self.n = seq, 0
-        if time > self.timers.clock.now:  # MB-4: the assigner's timers fire at their deadlines
-            self.timers.advance(time - self.timers.clock.now, lambda: True)
+        self.advance_to(time)  # MB-4: the assigner's timers fire at their deadlines
         if op in CHANGES:
             self.pipeline.row(key, op, value)
         elif op == "watermark":
@@ -267,10 +267,17 @@ class StageOne:
                 d["count"] = op.bundle.count
                 d["inputs"] = [[k, [_encode(i) for i in items]] for k, items in op.bundle.inputs.items()]
             operators.append(d)
-        return {"now": self.timers.clock.now, "timers": self.timers.deadlines(), "operators": operators}
+        return {"now": self.timers.clock.now, "timers": self.timers.deadlines(), "seq": self.seq,
+                "n": self.n, "operators": operators}
+
+    def advance_to(self, now: int) -> None:
+        """MB-4: processing time moves on to `now`; the assigner's timers fire at their deadlines."""
+        if now > self.timers.clock.now:
+            self.timers.advance(now - self.timers.clock.now, lambda: True)
 
     def _restore(self, s: Mapping[str, Any]) -> None:
         self.timers.retime(s["timers"])
+        self.seq, self.n = s.get("seq", -1), s.get("n", 0)
         for op, d in zip(self.pipeline.operators, s["operators"], strict=True):
             if type(op).__name__ != d["op"]:
                 raise RuntimeError(f"stage 1 restored {d['op']} into {type(op).__name__}")
@@ -287,19 +294,34 @@ class StageOne:
                 op.bundle.inputs = {k: [_decode(i) for i in items] for k, items in d["inputs"]}
 
 
-def stage_one(settings: Settings, saved: str | None,
-              rows: Iterable[InRow]) -> tuple[str, list[tuple[Any, ...]]]:
+def stage_one(settings: Settings, saved: str | None, rows: Iterable[InRow], *, finish: bool = False,
+              now: int | None = None) -> tuple[str, list[tuple[Any, ...]]]:
     """Stage 1 on one micro-batch of a partition's rows: the saved state (None: a fresh job, whose
-    clock starts at its first row's time) -> the state to save and the rows for stage 2."""
+    clock starts at its first row's time, or at `now` without rows) -> the state to save and the
+    rows for stage 2.  `now`: processing time moves on to it after the rows (a Spark timer fired);
+    `finish`: every bundle finishes after the rows, as before a checkpoint barrier (MB-13)."""
     ordered = sorted(rows, key=lambda r: r[0])
     if saved is None:
-        stage = StageOne(settings, ordered[0][1])  # MB-29: a fresh job, every operator afresh
+        start = ordered[0][1] if ordered else now
+        stage = StageOne(settings, 0 if start is None else start)  # MB-29: every operator afresh
     else:
         snapshot = json.loads(saved)
         stage = StageOne(settings, snapshot["now"], snapshot)
     for r in ordered:
         stage.apply(r)
+    if now is not None:
+        stage.advance_to(now)
+    if finish:
+        stage.pipeline.checkpoint()  # MB-13: the micro-batch's commit is a checkpoint
     return json.dumps(stage.snapshot()), stage.rows
+
+
+def wake_up(saved: str) -> int | None:
+    """When stage 1 must run again without rows: the assigner's next timer while a bundle holds
+    input (MB-4), else None (nothing is waiting, or the row-time assigner waits for a watermark)."""
+    snapshot = json.loads(saved)
+    waiting = any(d.get("inputs") for d in snapshot["operators"])
+    return min(snapshot["timers"]) if waiting and snapshot["timers"] else None
 
 
 # --------------------------------------------------------------------------
@@ -380,9 +402,42 @@ def _job(value: Any, job_type: str) -> Any:
     return int(value) if job_type == "long" else str(value)
 
 
+IN_DDL = "seq long, time long, op string, key long, value long"
+STAGE_ONE_UPDATED = "mini_batch stage 1 after a state update"
+STAGE_TWO_UPDATED = "mini_batch stage 2 after a state update"
+
+
+def check_row(r: InRow, columns: Mapping[str, str]) -> None:
+    """ValueError for an input row stage 1 cannot apply, naming the row (its `order` value), the
+    user's column and the rule; `columns` maps `order`, `op`, `key`, `value`, `time` to the user's
+    column names (`time` absent: the micro-batch's time, never null)."""
+    seq, time, op, key, value = r
+    order = columns["order"]
+    if seq is None:  # MB-9
+        raise ValueError(f"changelog_aggregate: a row has a null order column {order!r} (MB-9: each "
+                         f"row's arrival order); its op={op!r}, key={key!r}, value={value!r}")
+    row = f"changelog_aggregate: the row with {order}={seq}"
+    if op is None:  # MB-17
+        raise ValueError(f"{row} has a null op column {columns['op']!r} (MB-17: a change {CHANGES} "
+                         f"or a control op {CONTROL_OPS})")
+    if op not in CHANGES and op not in CONTROL_OPS:  # MB-17
+        raise ValueError(f"{row} has op {op!r} in column {columns['op']!r}: neither a change {CHANGES} "
+                         f"nor a control op {CONTROL_OPS} (MB-17)")
+    if time is None:  # MB-4
+        raise ValueError(f"{row} has a null time column {columns.get('time')!r} (MB-4: the row's "
+                         "processing time in ms)")
+    if op in CHANGES and key is None:  # MB-30
+        raise ValueError(f"{row} ({op}) has a null key column {columns['key']!r} (MB-30: the "
+                         "aggregation's GROUP BY key is a BIGINT; filter or fill null keys first)")
+    if op in (*CHANGES, "watermark") and value is None:  # MB-30
+        raise ValueError(f"{row} ({op}) has a null value column {columns['value']!r} (MB-30: COUNT(*), "
+                         "SUM, MIN and MAX over a BIGINT value; filter or fill null values first)")
+
+
 @dataclass(frozen=True)
 class _Plan:
-    """What the processors need: each partition's settings, the default, the selected aggregates."""
+    """What the processors need: each partition's settings, the default, the selected aggregates,
+    how bundles meet micro-batches, the user's column names and the caller's hook."""
 
     default: Settings
     configs: Mapping[Any, Settings]
@@ -390,7 +445,10 @@ class _Plan:
     default_ttl: int | None
     aggregates: tuple[str, ...]
     job_type: str
-    chaos_root: str | None = None  # a directory armed by chaos.arm: the fault runs' task failures
+    columns: Mapping[str, str]  # order, op, key, value (and time) -> the user's column names
+    finish: bool = True  # MB-13: every bundle finishes before its micro-batch commits
+    timers: bool = False  # stage 1 registers a Spark processing-time timer for a waiting bundle
+    on_state_update: Callable[[str], None] | None = None
 
     def settings(self, job: Any) -> Settings:
         return self.configs.get(job, self.default)
@@ -401,6 +459,10 @@ class _Plan:
     def ttl_values(self) -> set[int]:
         return {t for t in [self.default_ttl, *self.ttls.values()] if t is not None}
 
+    def updated(self, where: str) -> None:
+        if self.on_state_update is not None:
+            self.on_state_update(where)
+
 
 class BundleProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
     """Stage 1: one partition's non-keyed part of the job; ValueState `job` holds it between
@@ -410,18 +472,40 @@ class BundleProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         self.plan = plan
 
     def init(self, handle: Any) -> None:
+        self.handle = handle
         self.job = handle.getValueState("job", struct("job string"))
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        inputs = _tuples(rows, IN_DDL)
+        for r in inputs:
+            check_row(r, self.plan.columns)  # type: ignore[arg-type]
+        yield from self._run(key, inputs, None, None)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+        """MB-4: the assigner's timer on Spark's clock, with no row arriving (a quiet stream)."""
+        yield from self._run(key, [], timerValues.getCurrentProcessingTimeInMs(),
+                             expiredTimerInfo.getExpiryTimeInMs())
+
+    def _run(self, key: Any, inputs: list[InRow], now: int | None, fired: int | None) -> Iterator[Any]:
         job = _job(key[0], self.plan.job_type)
         saved = self.job.get()
-        inputs = _tuples(rows, "seq long, time long, op string, key long, value long")
-        snapshot, out = stage_one(self.plan.settings(job), None if saved is None else saved[0],
-                                  inputs)  # type: ignore[arg-type]
+        if saved is None and not inputs:
+            return
+        snapshot, out = stage_one(self.plan.settings(job), None if saved is None else saved[0], inputs,
+                                  finish=self.plan.finish, now=now)
         self.job.update((snapshot,))
-        if self.plan.chaos_root is not None:  # a task failure after a state update, before the commit
-            chaos.task_point(self.plan.chaos_root, "mini_batch stage 1 after a state update")
+        if self.plan.timers:
+            self._wake_up(wake_up(snapshot), fired)
+        self.plan.updated(STAGE_ONE_UPDATED)  # e.g. a task failure before the commit
         yield from _out(job, out, _STAGE_ONE)
+
+    def _wake_up(self, deadline: int | None, fired: int | None) -> None:
+        """One Spark timer at the waiting bundle's deadline (Spark deletes the one that `fired`)."""
+        registered = {int(t) for t in self.handle.listTimers()} - {fired}
+        for t in registered - {deadline}:
+            self.handle.deleteTimer(t)
+        if deadline is not None and deadline not in registered:
+            self.handle.registerTimer(deadline)
 
     def close(self) -> None:
         pass
@@ -453,8 +537,7 @@ class AggregationProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
                     state.clear()  # MB-23
             else:
                 state.update(acc_row(after))
-        if self.plan.chaos_root is not None:  # a task failure after a state update, before the commit
-            chaos.task_point(self.plan.chaos_root, "mini_batch stage 2 after a state update")
+        self.plan.updated(STAGE_TWO_UPDATED)  # e.g. a task failure before the commit
         yield from _out(job, out, _STAGE_TWO)
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
@@ -488,8 +571,10 @@ def _column_type(df: Any, param: str, name: Any, allowed: Sequence[str], rule: s
         raise ValueError(f"changelog_aggregate: {param}={name!r} is not a column of the input "
                          f"(columns: {sorted(types)}) ({rule})")
     if types[name] not in allowed:
+        hint = (" (cast it to bigint first if its values are whole numbers)"
+                if set(allowed) >= set(INTEGRAL) and types[name] != "string" else "")
         raise ValueError(f"changelog_aggregate: {param}={name!r} has type {types[name]}, "
-                         f"not one of {tuple(allowed)} ({rule})")
+                         f"not one of {tuple(allowed)} ({rule}){hint}")
     return types[name]
 
 
@@ -504,6 +589,10 @@ def _validate_aggregates(aggregates: Any) -> tuple[str, ...]:
     return tuple(aggregates)
 
 
+def _uses_proctime(configs: Iterable[AggregationConfig]) -> bool:
+    return any(c.mini_batch and c.assigner == "proctime" for c in configs)
+
+
 def changelog_aggregate(df: Any, key: str, op: str, value: str,
                         aggregates: Sequence[str] = AGGREGATES, *, mini_batch: bool = False,
                         allow_latency_ms: int | None = None, bundle_size: int | None = None,
@@ -511,16 +600,19 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
                         state_ttl_ms: int | None = None, order: str | None = None, time: str | None = None,
                         partition_by: str | None = None,
                         configs: Mapping[Any, AggregationConfig] | None = None, initial_state: Any = None,
-                        markers: bool = False, chaos_root: str | None = None) -> Any:
+                        markers: bool = False, commit_finishes_bundles: bool = True,
+                        local_parallelism: int = 1,
+                        on_state_update: Callable[[str], None] | None = None) -> Any:
     """`SELECT key, COUNT(*), SUM(value), MIN(value), MAX(value) ... GROUP BY key` over a changelog
     stream, as Flink runs it with mini-batch on or off (spec/mini-batch.md), returning the
     aggregation's changelog as a streaming DataFrame (append mode).
 
-    Input: `df`, a streaming DataFrame with BIGINT-compatible `key` and `value` columns and a string
-    `op` column: `+I`, `-U`, `+U`, `-D`, or a control op (`CONTROL_OPS`); `order` (required, a long):
-    arrival order within a micro-batch (MB-9, MB-24); `time` (optional, a long, ms): the row's
-    processing time (MB-4), else the micro-batch's; `partition_by` (optional, a long or string
-    column): independent aggregations in one query.
+    Input: `df`, a streaming DataFrame with BIGINT-compatible `key` and `value` columns (bigint,
+    int, smallint, tinyint: MB-30; a double, decimal or string column is refused, cast it first) and
+    a string `op` column: `+I`, `-U`, `+U`, `-D`, or a control op (`CONTROL_OPS`); `order`
+    (required, a long, e.g. a CDC log sequence number): arrival order within a micro-batch (MB-9,
+    MB-24); `time` (optional, a long, ms): the row's processing time (MB-4), else the micro-batch's;
+    `partition_by` (optional, a long or string column): independent aggregations in one query.
 
     Output columns: `partition_by` (if given), `key`, `op` (the change: `+I`, `-U`, `+U`, `-D`), the
     `aggregates` in their order (COUNT(*), SUM as a wrapping BIGINT, MIN, MAX with retraction: MB-30;
@@ -530,22 +622,63 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
     and statuses the aggregation forwards (MB-8, MB-15).
 
     Rules: MB-1 (mini-batch off: each row on its own, MB-24), MB-2 (ValueError for a latency or
-    size <= 0 with mini-batch), MB-3 (`two_phase` only with mini-batch), MB-4..MB-7 (the assigners),
-    MB-8 (the valve), MB-9..MB-16 (bundles: size, watermarks, barriers, end of input, statuses),
-    MB-17..MB-23 (+I, -U/+U, nothing for an unchanged key, -D; leading retractions of a key without
-    state dropped), MB-22 (`state_ttl_ms`), MB-25, MB-26 (local-global), MB-29 (`initial_state`, the
-    columns `STATE_COLUMNS` after `partition_by`: a restore), MB-30 (the aggregates).
+    size <= 0 with mini-batch), MB-3 (`two_phase` only with mini-batch), MB-4, MB-6 (the assigners),
+    MB-8 (the valve), MB-9 to MB-16 (bundles: size, watermarks, barriers, end of input, statuses),
+    MB-17 to MB-23 (+I, -U/+U, nothing for an unchanged key, -D; leading retractions of a key
+    without state dropped), MB-22 (`state_ttl_ms`), MB-25, MB-26 (local-global), MB-29
+    (`initial_state`, the columns `STATE_COLUMNS` after `partition_by`: a restore), MB-30 (the
+    aggregates).
+
+    When bundles finish on a real query.  By default (`commit_finishes_bundles=True`) every
+    committed micro-batch is a Flink checkpoint: stage 1 finishes every bundle after the
+    micro-batch's rows, as before a checkpoint barrier (MB-13), so no bundle spans micro-batches
+    and every change of a micro-batch is in that micro-batch's output.  A stream that goes quiet
+    has all its changes emitted with its last micro-batch, under a `processingTime` trigger and
+    under `trigger(availableNow=True)` alike, and availableNow ends on its own.  Within a
+    micro-batch, bundles finish by size (MB-10) and, with a `time` column, at the assigner's
+    interval boundaries (MB-4) or the row-time assigner's watermarks (MB-6, MB-12).  Unlike
+    Flink, whose checkpoint interval is apart from its bundles, a trigger interval shorter than
+    `allow_latency_ms` cuts bundles more often than Flink would: more state accesses, the same
+    final result (the changelog has more, smaller steps).
+
+    `commit_finishes_bundles=False` keeps bundles in the state store across micro-batches (a
+    committed micro-batch is then not a checkpoint; only the input's `barrier` rows are).  Without
+    a `time` column, stage 1 then runs in Spark's `ProcessingTime` time mode and registers a Spark
+    processing-time timer at the deadline of the assigner's interval while a bundle waits (MB-4),
+    so a quiet stream's last bundle is emitted within `allow_latency_ms` plus one trigger interval
+    under a `processingTime` trigger.  Spark cannot end `trigger(availableNow=True)` in that mode:
+    `TransformWithStateExec.shouldRunAnotherBatch` is always true in `ProcessingTime` time mode
+    (Spark's TODO SPARK-50180), so the query runs no-data micro-batches forever (nor does
+    `processAllAvailable()` return: a micro-batch is constructed every trigger, never "no new
+    data"); with `spark.sql.streaming.noDataMicroBatches.enabled=false` it ends, but no-data
+    micro-batches, and so the timers, never run, and the last bundle waits for the next run.  With
+    a `time` column the clock is the rows' (Spark's timers run on another clock): a waiting bundle
+    finishes with the next row past its interval, a `tick` or `barrier` row, end of input or size.
+    The row-time assigner's bundles wait for the next watermark in both modes, as in Flink.
 
     The query needs the RocksDB state store (`STATE_STORE_CONF`, set on the session before
     `start()`), as every `transformWithState` does.  With `state_ttl_ms` the aggregation runs in
     Spark's `ProcessingTime` time mode (Spark's state TTL needs it), where a query runs no-data
-    micro-batches: set `spark.sql.streaming.noDataMicroBatches.enabled=false` for
-    `trigger(availableNow=True)` to end.
+    micro-batches (the same SPARK-50180): set `spark.sql.streaming.noDataMicroBatches.enabled=false`
+    for `trigger(availableNow=True)` to end (with the default, no bundle waits for them).
+
+    Bad rows in a running query fail it (never a silent drop): a null `order`, `op`, `time`, or a
+    change's null `key` or `value`, and an `op` that is neither a change nor a control op raise a
+    ValueError naming the row's `order` value, the column and the rule (MB-9, MB-17, MB-4, MB-30);
+    Spark reports it as the query's exception.
+
+    `local_parallelism` (default 1): stage 1 runs in that many tasks per `partition_by` value,
+    each key's rows in task `pmod(xxhash64(key), local_parallelism)`, as Flink runs the bundles per
+    subtask (one-phase: the aggregation's, per key hash; two-phase: the local aggregation's, here
+    per key hash too, so that a key's rows keep their order).  Each task has its own assigner,
+    bundles and count (MB-10 counts a subtask's inputs); control rows reach every task.  It
+    cannot go with `markers=True`: each task would forward its own watermarks and statuses, and
+    stage 2 has no valve over several input channels to combine them (MB-8).
 
     `configs` maps a `partition_by` value to its own `AggregationConfig` (the keyword arguments are
-    the configuration of the others).  `chaos_root` (testing only): a directory armed by
-    `chaos.arm`, where both stages' tasks fail now and then after a state update, before their
-    micro-batch commits (the conformance adapter's fault runs; Spark runs the task again from the
+    the configuration of the others).  `on_state_update` (optional): a picklable callable that
+    both stages' tasks call with a short description after each state update, before their
+    micro-batch commits (the conformance runner fails tasks there; Spark runs them again from the
     last committed state).  Bad arguments raise ValueError naming the parameter and the rule; no job
     runs until the caller starts the stream."""
     default = AggregationConfig(mini_batch, allow_latency_ms, bundle_size, assigner, two_phase,
@@ -555,14 +688,22 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
         if not isinstance(config, AggregationConfig):
             raise ValueError(f"changelog_aggregate: configs[{job!r}] must be an AggregationConfig (MB-2)")
         config.validate(f"configs[{job!r}].")
-    if not isinstance(markers, bool):
-        raise ValueError(f"changelog_aggregate: markers must be a bool (MB-8), got {markers!r}")
-    if chaos_root is not None and not isinstance(chaos_root, str):
-        raise ValueError(f"changelog_aggregate: chaos_root must be None or a directory's path as a str "
-                         f"(chaos.arm), got {chaos_root!r}")
+    for name, flag, rule in (("markers", markers, "MB-8"), ("commit_finishes_bundles",
+                                                          commit_finishes_bundles, "MB-13")):
+        if not isinstance(flag, bool):
+            raise ValueError(f"changelog_aggregate: {name} must be a bool ({rule}), got {flag!r}")
+    if not _is_int(local_parallelism) or local_parallelism < 1:
+        raise ValueError(f"changelog_aggregate: local_parallelism must be an integer >= 1 (MB-10: "
+                         f"bundles per subtask), got {local_parallelism!r}")
+    if markers and local_parallelism > 1:
+        raise ValueError("changelog_aggregate: markers=True needs local_parallelism=1 (MB-8: stage 2 "
+                         "has no valve to combine the watermarks of several stage-1 tasks)")
+    if on_state_update is not None and not callable(on_state_update):
+        raise ValueError(f"changelog_aggregate: on_state_update must be None or a callable taking a "
+                         f"str (a hook after each state update), got {on_state_update!r}")
     selected = _validate_aggregates(aggregates)
-    _column_type(df, "key", key, INTEGRAL, "the query's BIGINT key, MB-30")
-    _column_type(df, "value", value, INTEGRAL, "MB-30: SUM, MIN and MAX over BIGINT")
+    _column_type(df, "key", key, INTEGRAL, "MB-30: the aggregation's GROUP BY key is a BIGINT")
+    _column_type(df, "value", value, INTEGRAL, "MB-30: COUNT(*), SUM, MIN and MAX over a BIGINT value")
     _column_type(df, "op", op, ("string",), "MB-17: a changelog's row kinds")
     if order is None:  # Spark has no order of a stream's rows through a shuffle, nor a streaming row id
         raise ValueError("changelog_aggregate: order must name a column of arrival order, e.g. a CDC log "
@@ -576,19 +717,33 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
         job_type = "string" if t == "string" else "long"
     elif configs:
         raise ValueError("changelog_aggregate: configs needs partition_by (MB-2)")
+    columns = {"order": order, "op": op, "key": key, "value": value, **({"time": time} if time else {})}
+    # MB-4: Spark's timers for a waiting bundle, only where Spark's clock is the assigner's
+    timers = (not commit_finishes_bundles and time is None
+              and _uses_proctime([default, *(configs or {}).values()]))
     plan = _Plan(default.settings(), {j: c.settings() for j, c in (configs or {}).items()},
                  {j: c.state_ttl_ms for j, c in (configs or {}).items() if c.state_ttl_ms is not None},
-                 state_ttl_ms, selected, job_type, chaos_root)
+                 state_ttl_ms, selected, job_type, columns, commit_finishes_bundles, timers,
+                 on_state_update)
     F = _functions(df.sparkSession)
     order_col = F.col(order)
-    # Without a time column: the micro-batch's timestamp (current_timestamp is the batch's in a stream)
+    # Without a time column: the micro-batch's timestamp (current_timestamp is the batch's in a stream,
+    # as is the processing time of transformWithState's timers)
     time_col = F.col(time) if time is not None else F.unix_millis(F.current_timestamp())
     job_col = F.col(partition_by) if partition_by is not None else F.lit(0)
     src = df.select(job_col.cast(job_type).alias("job"), order_col.cast("long").alias("seq"),
                     time_col.cast("long").alias("time"), F.col(op).alias("op"),
                     F.col(key).cast("long").alias("key"), F.col(value).cast("long").alias("value"))
-    bundles = src.groupBy("job").transformWithState(
-        BundleProcessor(plan), struct(f"job {job_type}, {_STAGE_ONE}"), "Append", "None")
+    grouping = ["job"]
+    if local_parallelism > 1:  # a change to its key's task, a control row to every task
+        task = F.pmod(F.xxhash64(F.col("key")), F.lit(local_parallelism))
+        every = F.sequence(F.lit(0).cast("long"), F.lit(local_parallelism - 1).cast("long"))
+        src = src.withColumn("task", F.explode(F.when(F.col("op").isin(*CHANGES), F.array(task))
+                                               .otherwise(every)))
+        grouping.append("task")
+    bundles = src.groupBy(*grouping).transformWithState(
+        BundleProcessor(plan), struct(f"job {job_type}, {_STAGE_ONE}"), "Append",
+        "ProcessingTime" if timers else "None")
     initial = None
     if initial_state is not None:
         initial = _initial(initial_state, partition_by, job_type, F).groupBy("job", "marker", "key")
@@ -597,12 +752,13 @@ def changelog_aggregate(df: Any, key: str, op: str, value: str,
         "ProcessingTime" if plan.ttl_values() else "None", initialState=initial)
     if not markers:
         out = out.where(F.col("type") == "out")
-    columns = [F.col("key").alias(key), F.col("change").alias("op"), *selected, "seq", "n", "kpos", "sub"]
+    columns_out = [F.col("key").alias(key), F.col("change").alias("op"), *selected, "seq", "n", "kpos",
+                   "sub"]
     if markers:
-        columns += ["type", "ts", "idle"]
+        columns_out += ["type", "ts", "idle"]
     if partition_by is not None:
-        columns.insert(0, F.col("job").alias(partition_by))
-    return out.select(*columns)
+        columns_out.insert(0, F.col("job").alias(partition_by))
+    return out.select(*columns_out)
 
 
 def _initial(state: Any, partition_by: str | None, job_type: str, F: Any) -> Any:

@@ -10,7 +10,9 @@ The mapping:
   `tick` for an `advance`, `barrier` for a `checkpoint`, `end`).  The read limit is one script batch
   per micro-batch: every micro-batch is exactly one script batch, for all schedules at once.
 * **The query** is `changelog_aggregate(src, partition_by="sid", configs={sid: ...}, order="seq",
-  time="time", markers=True)`: the job's non-keyed part keyed by `sid` (every operator of one
+  time="time", markers=True, commit_finishes_bundles=False)` (a committed micro-batch is a
+  checkpoint only where the schedule has one, its `barrier` row; the rows' clock, so no Spark
+  timer): the job's non-keyed part keyed by `sid` (every operator of one
   incarnation of the schedule's job, MB-4..MB-16, MB-25), the aggregation keyed by `(sid, key)`
   (MB-17..MB-26, MB-30), each schedule with its own configuration.  Processing time is the
   schedule's, in band: it runs on across crashes and restores, and an incarnation's clock starts at
@@ -402,9 +404,13 @@ class StreamRun:
         reader = self.spark.readStream.format(FORMAT).option("script", str(script))
         if armed is not None:
             reader = reader.option("chaos_root", armed)
+        # Bundles span micro-batches (a checkpoint is a `barrier` row, not every commit); the
+        # armed stages fail tasks after a state update
+        hook = None if armed is None else functools.partial(chaos.task_point, armed)
         out = changelog_aggregate(reader.load(), key="key", op="op", value="value", partition_by="sid",
                                   configs=configs, order="seq", time="time", markers=True,
-                                  initial_state=self._initial(round_), chaos_root=armed)
+                                  initial_state=self._initial(round_), commit_finishes_bundles=False,
+                                  on_state_update=hook)
         sink = functools.partial(write_batch, str(self.output), r)
         with query_conf(self.spark, {"spark.sql.shuffle.partitions": str(self.partitions),
                                      "spark.sql.streaming.stateStore.providerClass": PROVIDER,
