@@ -604,7 +604,9 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     parts = parallelism if partitions is None else partitions
     max_parallelism_of(parts, None)  # KG-8's bounds on the state partitions too
     if initial_state is not None:
-        jobs = _with_rescaled(jobs, getattr(initial_state, RESCALED, {}), parallelism, parts)
+        # (its instance dictionary: a Connect DataFrame's getattr makes a Column of any name)
+        rescaled = getattr(initial_state, "__dict__", {}).get(RESCALED, {})
+        jobs = _with_rescaled(jobs, rescaled, parallelism, parts)
     F = _functions(df)
     types = dict(df.dtypes)
     if key not in types:
