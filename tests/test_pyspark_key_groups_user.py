@@ -79,10 +79,11 @@ def test_running_totals_rescaled_from_2_to_4_match_batch_sql(spark: Any, workdir
     """Running clicks and amounts per user at parallelism 2 (files written between
     `processAllAvailable()` calls), stopped; a wrong old parallelism or maximum parallelism for the
     checkpoint is refused naming both values and the rule (KG-13, KG-16), and so is a restart at 3
-    with state rescaled to 4; `rescale_state` with nothing but the new parallelism (the checkpoint
-    says 2 and the KG-9 default 128) to 4; a new query at 4 on more files: each user's last output
-    equals a batch `groupBy(user)` count and sum over every file, and each row of the second query
-    ran in the partition of its key group's subtask at 4 (KG-3, KG-13)."""
+    with state rescaled to 4 or one with another hash profile (KG-1); `rescale_state` with nothing
+    but the new parallelism (the checkpoint says 2 and the KG-9 default 128) to 4; a new query at 4
+    on more files: each user's last output equals a batch `groupBy(user)` count and sum over every
+    file, and each row of the second query ran in the partition of its key group's subtask at 4
+    (KG-3, KG-13)."""
     from chispa import assert_df_equality
     from flink_semantics.adapters.pyspark.key_groups import api
     from pyspark.sql import functions as F
@@ -110,6 +111,9 @@ def test_running_totals_rescaled_from_2_to_4_match_batch_sql(spark: Any, workdir
     with pytest.raises(ValueError, match="^parallelism: KG-13: the initial state of job 0 was rescaled to "
                                          "parallelism 4, not 3"):
         api.keyed_process(events, key="user", processor=running_totals(), parallelism=3, initial_state=state)
+    with pytest.raises(ValueError, match="^hash: KG-1: .* 'flink', not 'spark'"):
+        api.keyed_process(events, key="user", processor=running_totals(), parallelism=4, hash="spark",
+                          initial_state=state)
 
     write_events(after, "0.json", THIRD)
     query = start_totals(spark, after, workdir / "out-p4", ck4, 4, initial_state=state)

@@ -412,8 +412,10 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         if self.order is not None and len(pdf) > 1:
             pdf = pdf.sort_values(self.order, kind="stable")
         self._check_config(job)
-        ctx = SubtaskContext(job, _int(pdf[AT].iloc[0]), TaskContext.get().partitionId(), self.keyed,
-                             self.operator, self.next_pos)
+        task = TaskContext.get()
+        assert task is not None  # (a Python worker of a Spark task)
+        ctx = SubtaskContext(job, _int(pdf[AT].iloc[0]), task.partitionId(), self.keyed, self.operator,
+                             self.next_pos)
         out: list[tuple[Any, ...]] = []
         if list(pdf.columns) != self.columns:
             pdf = pdf[self.columns]
@@ -522,26 +524,28 @@ def _null_keys(rows: Any, F: Any, user_columns: list[str], key: str, mode: str, 
     return rows.withColumn(SALT, F.when(refused, F.raise_error(message).cast("int")).otherwise(F.col(SALT)))
 
 
-def _with_rescaled(jobs: Mapping[int, JobSpec], rescaled: Mapping[int, tuple[int, int, int]],
+def _with_rescaled(jobs: Mapping[int, JobSpec], rescaled: Mapping[int, tuple[int, int, int, str | None]],
                    parallelism: int, parts: int) -> dict[int, JobSpec]:
     """`jobs` with the maximum parallelism of the checkpoint each job was rescaled from where it is
     not configured (KG-16); ValueError naming both values and the rule when the initial state was
-    rescaled to another parallelism (KG-13), maximum (KG-16) or number of state partitions (KG-31)."""
+    rescaled to another parallelism (KG-13), maximum (KG-16) or number of state partitions (KG-31), or
+    its checkpoint hashed keys with another profile (KG-1: each key's state is in its key group)."""
     out = dict(jobs)
     for j, spec in jobs.items():
         if j not in rescaled:
             continue
-        new_p, max_p, new_parts = rescaled[j]
+        new_p, max_p, new_parts, profile = rescaled[j]
         p = spec.parallelism or parallelism
         if spec.max_parallelism is None:
             out[j] = spec = JobSpec(max_p, spec.hash, spec.parallelism)  # KG-16: the checkpoint's
         checks = (("parallelism", "KG-13", "parallelism", p, new_p),
                   ("max_parallelism", "KG-16", "max parallelism", spec.max_parallelism, max_p),
-                  ("partitions", "KG-31", "state partitions", parts, new_parts))
+                  ("partitions", "KG-31", "state partitions", parts, new_parts),
+                  ("hash", "KG-1", "hash profile", spec.hash, spec.hash if profile is None else profile))
         for name, rule, what, given, theirs in checks:
             if given != theirs:
                 raise ValueError(f"{name}: {rule}: the initial state of job {j} was rescaled to {what} "
-                                 f"{theirs}, not {given}")
+                                 f"{theirs!r}, not {given!r}")
     return out
 
 
@@ -803,11 +807,13 @@ def checkpoint_config(spark: Any, checkpoint_location: str,
     return out
 
 
-def _check_against_checkpoints(spark: Any, rescales: Sequence[Rescale]) -> None:
+def _check_against_checkpoints(spark: Any, rescales: Sequence[Rescale]) -> dict[int, str]:
     """ValueError naming the parameter, the rule and both values when a rescale's old parallelism,
     maximum parallelism or state partitions are not those its checkpoint holds (KG-13, KG-16,
-    KG-31): the old subtasks' state would be looked for where it is not."""
+    KG-31): the old subtasks' state would be looked for where it is not.  The hash profile of each
+    job whose checkpoint holds one."""
     read: dict[tuple[str, int], dict[int, tuple[int, int, int, str]]] = {}
+    profiles: dict[int, str] = {}
     for r in rescales:
         where = (r.checkpoint_location, r.batch_id)
         if where not in read:
@@ -819,10 +825,12 @@ def _check_against_checkpoints(spark: Any, rescales: Sequence[Rescale]) -> None:
                                  f"job {r.job}'s rescale says")
         if reason is not None:
             raise ValueError(f"{reason} ({r.checkpoint_location}, batch {r.batch_id})")
+        profiles[r.job] = stored[3]
+    return profiles
 
 
 def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "value long", *,
-                 checked: bool = False) -> Any:
+                 checked: Mapping[int, str] | None = None) -> Any:
     """The initial state (for `keyed_process(initial_state=...)`) of every job in `rescales`, each read
     from its checkpoint's committed batch with the state data source and moved to its new
     parallelism: keyed state by key group (KG-12..KG-14), operator state by Flink's round-robin
@@ -831,15 +839,14 @@ def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "v
     checkpoint's configuration (`checkpoint_config`), for an old parallelism, maximum parallelism or
     state partitions other than the checkpoint's (KG-13, KG-16, KG-31), before the state is read.
     `state_schema`: the processor's.  `checked`: the rescales were held to their checkpoints already
-    (`rescale_state`)."""
+    (`rescale_state`), job -> the checkpoint's hash profile."""
     if not rescales:
         raise ValueError("rescales: at least one")
     for r in rescales:
         check_rescale(r)
     if len({r.job for r in rescales}) != len(rescales):
         raise ValueError("rescales: a job is rescaled once")
-    if not checked:
-        _check_against_checkpoints(spark, rescales)
+    profiles = _check_against_checkpoints(spark, rescales) if checked is None else dict(checked)
     F, Window = _functions(spark.range(1)), _window(spark)
     plan = _plan(rescales)
     fields = [f.split()[0] for f in state_schema.split(", ")]
@@ -868,7 +875,7 @@ def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "v
                                       "kg_element": "element"})
     out = k.unionByName(o)
     # What keyed_process holds its own configuration to before any job runs (KG-13, KG-16, KG-31).
-    setattr(out, RESCALED, {j: (v[1], v[2], v[3]) for j, v in plan.items()})
+    setattr(out, RESCALED, {j: (v[1], v[2], v[3], profiles.get(j)) for j, v in plan.items()})
     return out
 
 
@@ -924,4 +931,4 @@ def rescale_state(spark: Any, checkpoint_location: str, *, new_parallelism: int,
         max_p = max_parallelism_of(parallelism, max_parallelism)
     r = Rescale(0, checkpoint_location, batch, parallelism, max_p, new_parallelism, new_max_parallelism,
                 new_partitions, partitions)
-    return rescale_jobs(spark, [r], state_schema, checked=True)
+    return rescale_jobs(spark, [r], state_schema, checked={} if stored is None else {0: stored[3]})

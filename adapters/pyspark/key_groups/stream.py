@@ -118,8 +118,9 @@ class SumProcessor(KeyedProcessor):
         if row.kind == "add_state":
             ctx.operator_list(row.name, row.mode).append(int(row.element))
             return []
-        out = [(seq, "keyed", None, kg, ctx.subtask, type_, key, int(value[0]), None, None)
-               for kg, type_, key, value in ctx.keyed_entries()]
+        out: list[tuple[Any, ...]] = [
+            (seq, "keyed", None, kg, ctx.subtask, type_, key, int(value[0]), None, None)
+            for kg, type_, key, value in ctx.keyed_entries()]
         for name, (_, elements) in ctx.operator_lists().items():
             out += [(seq, "operator", None, None, ctx.subtask, None, None, None, name, e) for e in elements]
         return out
