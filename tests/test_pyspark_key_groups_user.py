@@ -244,3 +244,27 @@ def test_sparks_own_repartition_continues_a_group_by_count(spark: Any, workdir: 
         query.stop()
         spark.catalog.dropTempView("kg_native_counts")
     assert partitions == 4
+
+
+def test_a_row_of_no_configured_job_is_refused(spark: Any, workdir: Path) -> None:
+    """With `jobs`, a row whose job column names no configured job fails the query with an error
+    naming the column, the configured jobs and the row, instead of being dropped."""
+    from flink_semantics.adapters.pyspark.key_groups import api
+    from pyspark.errors import StreamingQueryException
+
+    source = workdir / "events"
+    source.mkdir()
+    rows = [{"job": 0, "user": "ann", "amount": 1}, {"job": 5, "user": "bob", "amount": 2}]
+    (source / "0.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    events = spark.readStream.schema(f"job int, {EVENTS}").json(str(source))
+    totals = api.keyed_process(events, key="user", processor=running_totals(), parallelism=2,
+                               jobs={0: api.JobSpec(), 1: api.JobSpec()})
+    writer = totals.writeStream.format("noop").option("checkpointLocation", str(workdir / "ck"))
+    query = api.start(writer, parallelism=2, spark=spark)
+    try:
+        with pytest.raises(StreamingQueryException) as raised:
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    expected = 'job: a job of `jobs` (0, 1), not the row\'s: {"job":5,"user":"bob","amount":2}'
+    assert expected in str(raised.value), str(raised.value)

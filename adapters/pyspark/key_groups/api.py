@@ -507,6 +507,11 @@ def _check_jobs(jobs: Mapping[int, JobSpec], partitions: int) -> None:
         max_parallelism_of(p, s.max_parallelism)
 
 
+def _row_json(F: Any, columns: list[str]) -> Any:
+    """The user's columns of a row as JSON text, for an error that names the row."""
+    return F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]))
+
+
 def _null_keys(rows: Any, F: Any, user_columns: list[str], key: str, mode: str, metric: str) -> Any:
     """KG-7: the rows of a null key under the flink profile (the grouping key REFUSED_SALT): failing
     the task (`error`), left out and counted in the observed metric (`count`), or kept for the
@@ -517,10 +522,10 @@ def _null_keys(rows: Any, F: Any, user_columns: list[str], key: str, mode: str, 
     if mode == "count":
         counted = rows.observe(metric, F.count(F.when(refused, F.lit(1))).alias("null_keys"))
         return counted.where(~refused)
-    row = F.to_json(F.struct(*[F.col(f"`{c}`") for c in user_columns]))
     message = F.concat(F.lit(f"key: KG-7: a null key in column {key!r} has no key group (Flink's keyBy "
                              "refuses it: 'Assigned key must not be null!'; keyed_process(null_keys="
-                             "'count') leaves such rows out and counts them); the row: "), row)
+                             "'count') leaves such rows out and counts them); the row: "),
+                       _row_json(F, user_columns))
     return rows.withColumn(SALT, F.when(refused, F.raise_error(message).cast("int")).otherwise(F.col(SALT)))
 
 
@@ -623,6 +628,11 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
         rows = df.withColumn(TYPE, F.col(key_type))
     rows = rows.withColumn(KEY, F.col(key).cast("string"))
     rows = rows.withColumn(JOB, F.col(job_column).cast("int") if jobs_given else F.lit(0))
+    if jobs_given:  # a row of no configured job fails the task, naming it (never dropped)
+        unknown = F.concat(F.lit(f"{job_column}: a job of `jobs` ({', '.join(map(str, sorted(jobs)))}), "
+                                 "not the row's: "), _row_json(F, df.columns))
+        rows = rows.withColumn(JOB, F.when(F.col(JOB).isin(list(jobs)), F.col(JOB))
+                               .otherwise(F.raise_error(unknown).cast("int")))
     rows = _lookup(rows, JOB, _jobs_table(jobs, parallelism, parts), JOBS_DDL)
     rows = rows.withColumn(HASH, key_hash_column(F, KEY, TYPE, F.col(PROFILE)))
     rows = rows.withColumn(GROUP, F.pmod(F.col(HASH), F.col(MAXP)).cast("int"))  # KG-1, KG-30
