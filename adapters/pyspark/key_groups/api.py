@@ -76,7 +76,7 @@ OLD_SALTS = "kg_old_salts"  # the salts of a rescaled job's subtasks in its old 
 PARTS = "kg_partitions"  # the state partitions of the query an initial-state row is for
 CONF = "kg_conf"  # the state variable holding a subtask's job configuration (checkpoint_config)
 CONF_DDL = "parallelism int, max_parallelism int, partitions int, hash string"
-RESCALED = "_kg_rescaled"  # a rescale_jobs DataFrame's job -> (new p, max p, new partitions)
+RESCALED = "_kg_rescaled"  # a rescale_jobs DataFrame's job -> (new p, max p, new partitions, hash)
 NULL_KEYS = ("error", "count", "process")
 
 
