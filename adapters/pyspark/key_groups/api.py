@@ -572,7 +572,8 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     `long` or `string`).  `target`: a column which, when not null, sends the row to that subtask
     (modulo the parallelism) for `processor.process_subtask` instead.  `order_by`: the order of a
     subtask's rows within a micro-batch.  `jobs`: job id -> JobSpec, for many jobs in one query
-    (`job_column` names each row's job; `max_parallelism` and `hash` are then each job's own).
+    (`job_column` names each row's job, and a row of no job of `jobs` fails the task naming the
+    row; `max_parallelism` and `hash` are then each job's own).
     `initial_state`: a `rescale_state`/`rescale_jobs` DataFrame (its rows for these jobs are used);
     its new parallelism, maximum parallelism and state partitions must be this query's (KG-13,
     KG-16, KG-31), and a `max_parallelism` left None is the checkpoint's (KG-16).  `partitions`: the
