@@ -1,11 +1,18 @@
 """Restart a stateful Spark streaming query at another parallelism, its state moved by key group.
 
-A running count of clicks per user, kept in Spark's state store.  Spark keeps a stateful query's
-state partitions fixed for the life of its checkpoint (a new `spark.sql.shuffle.partitions` is
-ignored on restart), so the query cannot scale out.  With `key_groups.api` each user's count lives
-in one of 128 key groups, on the subtask (state partition) Flink would give it (KG-1..KG-3); the
-query at parallelism 2 is stopped, its state read from the checkpoint and moved as whole key
-groups to 3 subtasks (FLIP-8: KG-12, KG-13), and a new query at parallelism 3 goes on counting.
+A running count of clicks per user, kept in Spark's state store, over JSON lines files that land in
+a directory while the query runs.  With `key_groups.api` each user's count lives in one of 128 key
+groups, on the subtask (state partition) Flink would give it (KG-1..KG-3); the query at parallelism
+2 is stopped, its state read from the checkpoint (which also says it ran at 2 with 128 key groups)
+and moved as whole key groups to 3 subtasks (FLIP-8: KG-12, KG-13), and a new query at parallelism 3
+goes on counting the clicks that land afterwards.
+
+Spark 4.2+ can itself repartition a stopped query's state offline
+(`spark._streamingCheckpointManager.repartition(checkpoint, n)`, Spark Classic, RocksDB), each key
+moved to `pmod(hash(key), n)`; what this adds is Flink's placement (contiguous key-group ranges),
+its maximum-parallelism rules, operator state redistribution and a restore of any committed batch
+into a new checkpoint.  A new checkpoint has new source positions: the new query reads the files
+written after the rescale from their own directory.
 
     PYTHONPATH=. python examples/spark/key_groups.py
 
@@ -27,8 +34,8 @@ from flink_semantics.adapters.pyspark.key_groups import api
 from pyspark.sql import SparkSession
 
 MAX_P = 128  # key groups: fixed for the life of the state (KG-16); the parallelism may change up to it
-FIRST = ["ann", "bob", "ann", "cy", "dee", "bob", "ann", "eve"]  # users' clicks before the rescale
-MORE = ["bob", "fay", "ann", "cy", "gus", "eve", "eve"]  # and after it
+FIRST = [["ann", "bob", "ann", "cy"], ["dee", "bob", "ann", "eve"]]  # files of clicks before the rescale
+MORE = [["bob", "fay", "ann"], ["cy", "gus", "eve", "eve"]]  # and after it
 
 
 class RunningCount(api.KeyedProcessor):
@@ -43,15 +50,30 @@ class RunningCount(api.KeyedProcessor):
         return [(key, clicks, ctx.partition)]
 
 
-def run(spark, events: Path, checkpoint: Path, parallelism: int, initial=None) -> list:
-    """One run of the query over what `events` holds (availableNow), then stopped: its output."""
+def land(directory: Path, n: int, users: list[str]) -> None:
+    """A file of clicks arriving in the watched directory (written aside, then renamed into it)."""
+    staged = directory.parent / f".{directory.name}-{n}.json"
+    staged.write_text("".join(json.dumps({"user": u}) + "\n" for u in users))
+    os.replace(staged, directory / f"part-{n}.json")
+
+
+def run(spark, events: Path, checkpoint: Path, parallelism: int, files: list[list[str]],
+        initial=None) -> list:
+    """The query over `events` while `files` land in it one by one, then stopped: its output."""
+    events.mkdir()
     clicks = spark.readStream.schema("user string").json(str(events))
     counts = api.keyed_process(clicks, key="user", processor=RunningCount(), parallelism=parallelism,
                                max_parallelism=MAX_P, initial_state=initial)
     name = f"counts_p{parallelism}"
     writer = (counts.writeStream.format("memory").queryName(name).outputMode("append")
-              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
-    api.start(writer, parallelism=parallelism, spark=spark).awaitTermination()
+              .option("checkpointLocation", str(checkpoint)))
+    query = api.start(writer, parallelism=parallelism, spark=spark)
+    try:
+        for n, users in enumerate(files):
+            land(events, n, users)
+            query.processAllAvailable()  # every file so far counted and committed
+    finally:
+        query.stop()
     return spark.table(name).collect()
 
 
@@ -63,16 +85,15 @@ def main() -> None:
              .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     try:
-        (work / "events").mkdir()
-        (work / "events" / "part-0.json").write_text("".join(json.dumps({"user": u}) + "\n" for u in FIRST))
-        before = run(spark, work / "events", work / "checkpoint-p2", parallelism=2)
+        before = run(spark, work / "events", work / "checkpoint-p2", 2, FIRST)
 
-        # Rescale 2 -> 3: the state as of the last committed micro-batch, moved by key group.
-        state = api.rescale_state(spark, str(work / "checkpoint-p2"), parallelism=2, max_parallelism=MAX_P,
-                                  new_parallelism=3, state_schema=RunningCount.state_schema)
-        (work / "more").mkdir()
-        (work / "more" / "part-0.json").write_text("".join(json.dumps({"user": u}) + "\n" for u in MORE))
-        after = run(spark, work / "more", work / "checkpoint-p3", parallelism=3, initial=state)
+        # Rescale 2 -> 3: the state as of the last committed micro-batch, moved by key group; the
+        # old parallelism and key groups are read from the checkpoint (a wrong one is a ValueError).
+        print("the checkpoint ran (parallelism, max parallelism, state partitions, hash):",
+              api.checkpoint_config(spark, str(work / "checkpoint-p2"))[0])
+        state = api.rescale_state(spark, str(work / "checkpoint-p2"), new_parallelism=3,
+                                  state_schema=RunningCount.state_schema)
+        after = run(spark, work / "more", work / "checkpoint-p3", 3, MORE, initial=state)
 
         stored = (spark.read.format("statestore").option("stateVarName", "keyed")
                   .load(str(work / "checkpoint-p3"))
@@ -84,10 +105,10 @@ def main() -> None:
 
     print("at parallelism 2:", sorted((r.user, r.clicks, r.subtask) for r in before))
     print("at parallelism 3:", sorted((r.user, r.clicks, r.subtask) for r in after))
-    totals = Counter(FIRST + MORE)
+    totals = Counter(u for users in FIRST + MORE for u in users)
     # The counts go on from where the first query left them: the last count of each user is the total.
     last = {r.user: r.clicks for r in sorted(after, key=lambda r: r.clicks)}
-    assert all(last[u] == totals[u] for u in set(MORE)), last
+    assert all(last[u] == totals[u] for users in MORE for u in users), last
     for r in stored:
         # Each user's state lives in the state partition of its key group's subtask: Flink's
         # murmur hash of the JDK hash code (KG-1, KG-2, KG-11), key group * 3 div 128 (KG-3).

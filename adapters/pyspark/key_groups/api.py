@@ -1,8 +1,13 @@
 """Keyed state held by key group in a Structured Streaming query, so that the query can be restarted
 at another parallelism with its state moved as whole key groups (FLIP-8, spec/key-groups.md).
 
-Apache Spark keeps a stateful query's state partitions fixed for the life of its checkpoint (KG-31:
-a new `spark.sql.shuffle.partitions` is ignored on restart).  This module is Flink's answer to it:
+A stateful Spark query restarted from its checkpoint keeps the checkpoint's number of state
+partitions (KG-31: a new `spark.sql.shuffle.partitions` is ignored on restart).  Spark 4.2+ can
+change it offline: `spark._streamingCheckpointManager.repartition(checkpoint, n)` (experimental,
+Spark Classic only, RocksDB only) rewrites a stopped query's state in its own checkpoint, each
+grouping key moved to partition `pmod(hash(key), n)`, source offsets kept, so the restarted query
+goes on at n partitions.  Spark has no key groups and no operator state: this module adds Flink's
+model of both:
 
 * `keyed_process(df, key=..., processor=..., parallelism=p, max_parallelism=...)` runs your
   `KeyedProcessor` per key, every key's state kept in the state store partition of the subtask
@@ -13,7 +18,10 @@ a new `spark.sql.shuffle.partitions` is ignored on restart).  This module is Fli
   of a committed micro-batch with Spark's state data source and redistributes it as DataFrame
   operations: keyed state by key group to the subtask whose range holds it (KG-4, KG-5, KG-12..KG-14),
   operator state with Flink's round-robin repartitioner (KG-17..KG-21); the result is the
-  `initial_state` of `keyed_process` at the new parallelism, in a query with a new checkpoint.
+  `initial_state` of `keyed_process` at the new parallelism, in a query with a new checkpoint (the
+  old one is left as it was; the new query's source starts afresh, so it reads the input after the
+  old query's last batch).  The old parallelism, maximum parallelism and state partitions are read
+  from the checkpoint (`checkpoint_config`: every subtask keeps its job's in its state).
 
 A subtask is one grouping key, `(job, salt)`: `salt` is the int whose Spark hash partitioning with
 the job is the subtask's state partition (`spark.partition_salts`): with `partitions` state
@@ -23,13 +31,16 @@ with the default the state data source's `partition_id` *is* the subtask.  Many 
 every job's rows and state are its own grouping keys.
 
 Refusals are raised as ValueError naming the parameter and the rule before any job runs: bounds
-(KG-8), a changed maximum parallelism (KG-16), a parallelism above the checkpoint's maximum (KG-15).
+(KG-8), a changed maximum parallelism (KG-16), a parallelism above the checkpoint's maximum (KG-15),
+an old parallelism, maximum or state partitions other than the checkpoint's (KG-13, KG-16, KG-31,
+after reading the checkpoint's configuration).  A null key under the flink profile is refused
+(KG-7, as Flink's keyBy), or counted in an observed metric and left out (`null_keys="count"`).
 No RDD API, no SparkContext: it runs under Spark Connect.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +74,10 @@ NEW_P = "kg_new_p"  # a rescaled job's new parallelism
 AT = "kg_at"  # the subtask a row runs on (its key's, or its target)
 OLD_SALTS = "kg_old_salts"  # the salts of a rescaled job's subtasks in its old query
 PARTS = "kg_partitions"  # the state partitions of the query an initial-state row is for
+CONF = "kg_conf"  # the state variable holding a subtask's job configuration (checkpoint_config)
+CONF_DDL = "parallelism int, max_parallelism int, partitions int, hash string"
+RESCALED = "_kg_rescaled"  # a rescale_jobs DataFrame's job -> (new p, max p, new partitions, hash)
+NULL_KEYS = ("error", "count", "process")
 
 
 @dataclass(frozen=True)
@@ -140,6 +155,22 @@ def check_rescale(r: Rescale) -> None:
         parameter = "new_parallelism" if not parallelism_in_bounds(r.new_parallelism, None) \
             else "new_max_parallelism"
         raise ValueError(f"{parameter}: KG-8: {reason}: {r.new_parallelism}, {r.new_max_parallelism}")
+
+
+CONFIG_FIELDS = (("parallelism", "KG-13", "parallelism"), ("max_parallelism", "KG-16", "max parallelism"),
+                 ("partitions", "KG-31", "state partitions"), ("hash", "KG-1", "hash profile"))
+
+
+def config_mismatch(stored: Sequence[Any], given: Sequence[Any], who: str) -> str | None:
+    """Why a job configuration `given` (parallelism, maximum parallelism, state partitions, hash
+    profile; None: not given) cannot run on a checkpoint holding `stored`, or None: `parameter:
+    rule: both values` of the first field that differs.  A key is looked for in the key group of its
+    hash (KG-1) modulo the maximum (KG-16), on the subtask of that key group at the parallelism
+    (KG-13), in the state partition of that subtask (KG-31): any other value misses its state."""
+    for (name, rule, what), theirs, mine in zip(CONFIG_FIELDS, stored, given):
+        if mine is not None and theirs is not None and mine != theirs:
+            return f"{name}: {rule}: the checkpoint has {what} {theirs!r}, {who} {mine!r}"
+    return None
 
 
 def subtask_of(key: int | str, key_type: str, max_parallelism: int, parallelism: int,
@@ -312,15 +343,37 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
     user's state) and operator list state (ListState `operator`)."""
 
     def __init__(self, user: KeyedProcessor, columns: list[str], order: str | None, outputs: list[str],
-                 with_job: bool, partitions: int, chaos_root: str | None = None):
+                 with_job: bool, partitions: int, configs: Mapping[int, tuple[int, int, str]],
+                 on_state_update: Callable[[str], None] | None = None):
         self.user, self.columns, self.order = user, columns, order
         self.outputs, self.with_job, self.partitions = outputs, with_job, partitions
-        self.chaos_root = chaos_root
+        self.configs = dict(configs)  # job -> (parallelism, maximum parallelism, hash profile)
+        self.on_state_update = on_state_update
 
     def init(self, handle: Any) -> None:
         self.keyed = handle.getMapState("keyed", struct(KEYED_KEY), struct(self.user.state_schema))
         self.operator = handle.getListState("operator", struct(OPERATOR_ELEMENT))
         self.next_pos = handle.getValueState("next_pos", struct("pos long"))
+        self.conf = handle.getValueState(CONF, struct(CONF_DDL))
+
+    def _config(self, job: int) -> tuple[int, int, int, str]:
+        p, max_p, profile = self.configs[job]
+        return p, max_p, self.partitions, profile
+
+    def _check_config(self, job: int) -> None:
+        """The job's configuration, kept in this subtask's state (`checkpoint_config` reads it back):
+        written the first time, and a restart of the checkpoint with another one refused, since its
+        keys would be looked for in other key groups or subtasks than those holding their state
+        (KG-13, KG-16, KG-31)."""
+        mine = self._config(job)
+        stored = self.conf.get()
+        if stored is None:
+            self.conf.update(mine)
+            return
+        refusal = config_mismatch(tuple(stored), mine, "the query")
+        if refusal is not None:
+            raise ValueError(f"job {job}: {refusal}: rescale the state with key_groups.api.rescale_state "
+                             "into a new checkpoint")
 
     def _pos(self) -> int:
         got = self.next_pos.get()  # one call to the state server (None when unset)
@@ -329,8 +382,16 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
         """The restored state of this subtask (KG-13, KG-14, KG-17..KG-21): rows of `rescale_jobs`."""
         fields = [(f"s_{f.split()[0]}", f.split()[1]) for f in self.user.state_schema.split(", ")]
+        job = int(key[0])
+        self._check_config(job)
+        p, max_p, parts, _ = self._config(job)
         pos = start = self._pos()
         for r in initialState.to_dict("records"):
+            restored = (int(r[NEW_P]), int(r[MAXP]), int(r[PARTS]))
+            if restored != (p, max_p, parts):  # KG-13, KG-16, KG-31: rescaled for another query
+                raise ValueError(f"initial_state: job {job} was rescaled to parallelism {restored[0]}, "
+                                 f"max parallelism {restored[1]}, {restored[2]} state partitions; this "
+                                 f"query runs {p}, {max_p}, {parts} (KG-13, KG-16, KG-31)")
             if r["kg_kind"] == "keyed":
                 self.keyed.updateValue((int(r["kg_key_group"]), r["kg_type"], _text(r["kg_key"])),
                                        tuple(_plain(r[f], t) for f, t in fields))
@@ -350,17 +411,18 @@ class _KeyGroupProcessor(StatefulProcessor):  # type: ignore[misc,valid-type]
         pdf = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
         if self.order is not None and len(pdf) > 1:
             pdf = pdf.sort_values(self.order, kind="stable")
-        ctx = SubtaskContext(job, _int(pdf[AT].iloc[0]), TaskContext.get().partitionId(), self.keyed,
-                             self.operator, self.next_pos)
+        self._check_config(job)
+        task = TaskContext.get()
+        assert task is not None  # (a Python worker of a Spark task)
+        ctx = SubtaskContext(job, _int(pdf[AT].iloc[0]), task.partitionId(), self.keyed, self.operator,
+                             self.next_pos)
         out: list[tuple[Any, ...]] = []
         if list(pdf.columns) != self.columns:
             pdf = pdf[self.columns]
         for row in pdf.itertuples(index=False):
             out.extend(self._row(salt, row, ctx))
-            if self.chaos_root is not None:  # a failure after each state update (chaos.py)
-                from flink_semantics.adapters.pyspark import chaos
-
-                chaos.task_point(self.chaos_root, "key_groups.keyed_process")
+            if self.on_state_update is not None:  # the caller's hook after each row's state update
+                self.on_state_update("key_groups.keyed_process")
         if ctx._pos is not None:
             self.next_pos.update((ctx._pos,))
         if not out:  # nothing to convert to Arrow and send (a subtask's add_state rows, an empty dump)
@@ -445,12 +507,60 @@ def _check_jobs(jobs: Mapping[int, JobSpec], partitions: int) -> None:
         max_parallelism_of(p, s.max_parallelism)
 
 
+def _row_json(F: Any, columns: list[str]) -> Any:
+    """The user's columns of a row as JSON text, for an error that names the row."""
+    return F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]))
+
+
+def _null_keys(rows: Any, F: Any, user_columns: list[str], key: str, mode: str, metric: str) -> Any:
+    """KG-7: the rows of a null key under the flink profile (the grouping key REFUSED_SALT): failing
+    the task (`error`), left out and counted in the observed metric (`count`), or kept for the
+    processor's `null_key` (`process`)."""
+    refused = F.col(SALT) == F.lit(REFUSED_SALT)
+    if mode == "process":
+        return rows
+    if mode == "count":
+        counted = rows.observe(metric, F.count(F.when(refused, F.lit(1))).alias("null_keys"))
+        return counted.where(~refused)
+    message = F.concat(F.lit(f"key: KG-7: a null key in column {key!r} has no key group (Flink's keyBy "
+                             "refuses it: 'Assigned key must not be null!'; keyed_process(null_keys="
+                             "'count') leaves such rows out and counts them); the row: "),
+                       _row_json(F, user_columns))
+    return rows.withColumn(SALT, F.when(refused, F.raise_error(message).cast("int")).otherwise(F.col(SALT)))
+
+
+def _with_rescaled(jobs: Mapping[int, JobSpec], rescaled: Mapping[int, tuple[int, int, int, str | None]],
+                   parallelism: int, parts: int) -> dict[int, JobSpec]:
+    """`jobs` with the maximum parallelism of the checkpoint each job was rescaled from where it is
+    not configured (KG-16); ValueError naming both values and the rule when the initial state was
+    rescaled to another parallelism (KG-13), maximum (KG-16) or number of state partitions (KG-31), or
+    its checkpoint hashed keys with another profile (KG-1: each key's state is in its key group)."""
+    out = dict(jobs)
+    for j, spec in jobs.items():
+        if j not in rescaled:
+            continue
+        new_p, max_p, new_parts, profile = rescaled[j]
+        p = spec.parallelism or parallelism
+        if spec.max_parallelism is None:
+            out[j] = spec = JobSpec(max_p, spec.hash, spec.parallelism)  # KG-16: the checkpoint's
+        checks = (("parallelism", "KG-13", "parallelism", p, new_p),
+                  ("max_parallelism", "KG-16", "max parallelism", spec.max_parallelism, max_p),
+                  ("partitions", "KG-31", "state partitions", parts, new_parts),
+                  ("hash", "KG-1", "hash profile", spec.hash, spec.hash if profile is None else profile))
+        for name, rule, what, given, theirs in checks:
+            if given != theirs:
+                raise ValueError(f"{name}: {rule}: the initial state of job {j} was rescaled to {what} "
+                                 f"{theirs!r}, not {given!r}")
+    return out
+
+
 def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: int,
                   max_parallelism: int | None = None, hash: str = "flink", key_type: str | None = None,
                   target: str | None = None, order_by: str | None = None,
                   jobs: Mapping[int, JobSpec] | None = None, job_column: str = "job",
                   initial_state: Any = None, partitions: int | None = None,
-                  chaos_root: str | None = None) -> Any:
+                  null_keys: str = "error", null_key_metric: str = "null_keys",
+                  on_state_update: Callable[[str], None] | None = None) -> Any:
     """`processor` run per key of the streaming DataFrame `df`, its state held by key group; the
     output rows (`processor.output_schema`, after a `job_column` column with `jobs`).
 
@@ -462,18 +572,39 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     `long` or `string`).  `target`: a column which, when not null, sends the row to that subtask
     (modulo the parallelism) for `processor.process_subtask` instead.  `order_by`: the order of a
     subtask's rows within a micro-batch.  `jobs`: job id -> JobSpec, for many jobs in one query
-    (`job_column` names each row's job; `max_parallelism` and `hash` are then each job's own).
-    `initial_state`: a `rescale_state`/`rescale_jobs` DataFrame (its rows for this parallelism and
-    these jobs are used).  `partitions`: the query's state partitions (default: `parallelism`, one
-    per subtask); subtask t lives in partition t mod `partitions`, still its own grouping key, so a
-    query of many small jobs or a large parallelism need not run a task per subtask.  Start the query
-    with `start(writer, parallelism=parallelism, partitions=partitions)`.  `chaos_root`: the fault
-    runs' directory (adapters/pyspark/chaos.py), None outside them.
+    (`job_column` names each row's job, and a row of no job of `jobs` fails the task naming the
+    row; `max_parallelism` and `hash` are then each job's own).
+    `initial_state`: a `rescale_state`/`rescale_jobs` DataFrame (its rows for these jobs are used);
+    its new parallelism, maximum parallelism and state partitions must be this query's (KG-13,
+    KG-16, KG-31), and a `max_parallelism` left None is the checkpoint's (KG-16).  `partitions`: the
+    query's state partitions (default: `parallelism`, one per subtask); subtask t lives in partition
+    t mod `partitions`, still its own grouping key, so a query of many small jobs or a large
+    parallelism need not run a task per subtask.  Start the query with `start(writer,
+    parallelism=parallelism, partitions=partitions)`.
+
+    A null key under the `flink` profile has no key group (KG-7; the `spark` and `pyflink` profiles
+    route it, KG-23, KG-33).  `null_keys` says what becomes of its rows: `"error"` (the default, as
+    Flink's keyBy throws on it) fails the query's task with an error naming the key column, KG-7
+    and the row; `"count"` leaves the row out and counts it in the observed metric `null_key_metric`
+    (`df.observe`: `query.lastProgress.observedMetrics[null_key_metric]["null_keys"]`, per
+    micro-batch); `"process"` hands it to `processor.null_key`.
+
+    The job's parallelism, maximum parallelism, state partitions and hash profile are kept in every
+    subtask's state (`checkpoint_config` reads them back); a restart of the checkpoint with other
+    ones fails its first micro-batch naming both and the rule (KG-13, KG-16, KG-31), since its
+    keys would be looked for where their state is not.  `on_state_update`: a callable the Python
+    worker calls with the point's name (`"key_groups.keyed_process"`) after each row's state
+    update (the conformance runner's fault injection passes one; None for a real query).
 
     ValueError, before any job runs: parallelism or maximum out of bounds (KG-8), an unknown profile,
-    an unknown key type."""
+    an unknown key type, an unknown `null_keys`, an `initial_state` rescaled for another
+    configuration."""
     if not isinstance(processor, KeyedProcessor):
         raise ValueError("processor: a key_groups.api.KeyedProcessor")
+    if null_keys not in NULL_KEYS:
+        raise ValueError(f"null_keys: KG-7: one of {', '.join(NULL_KEYS)}, not {null_keys!r}")
+    if on_state_update is not None and not callable(on_state_update):
+        raise ValueError(f"on_state_update: a callable or None, not {on_state_update!r}")
     if jobs is None:
         jobs_given = False
         jobs = {0: JobSpec(max_parallelism, hash)}
@@ -482,6 +613,10 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     _check_jobs(jobs, parallelism)
     parts = parallelism if partitions is None else partitions
     max_parallelism_of(parts, None)  # KG-8's bounds on the state partitions too
+    if initial_state is not None:
+        # (its instance dictionary: a Connect DataFrame's getattr makes a Column of any name)
+        rescaled = getattr(initial_state, "__dict__", {}).get(RESCALED, {})
+        jobs = _with_rescaled(jobs, rescaled, parallelism, parts)
     F = _functions(df)
     types = dict(df.dtypes)
     if key not in types:
@@ -494,6 +629,11 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
         rows = df.withColumn(TYPE, F.col(key_type))
     rows = rows.withColumn(KEY, F.col(key).cast("string"))
     rows = rows.withColumn(JOB, F.col(job_column).cast("int") if jobs_given else F.lit(0))
+    if jobs_given:  # a row of no configured job fails the task, naming it (never dropped)
+        unknown = F.concat(F.lit(f"{job_column}: a job of `jobs` ({', '.join(map(str, sorted(jobs)))}), "
+                                 "not the row's: "), _row_json(F, df.columns))
+        rows = rows.withColumn(JOB, F.when(F.col(JOB).isin(list(jobs)), F.col(JOB))
+                               .otherwise(F.raise_error(unknown).cast("int")))
     rows = _lookup(rows, JOB, _jobs_table(jobs, parallelism, parts), JOBS_DDL)
     rows = rows.withColumn(HASH, key_hash_column(F, KEY, TYPE, F.col(PROFILE)))
     rows = rows.withColumn(GROUP, F.pmod(F.col(HASH), F.col(MAXP)).cast("int"))  # KG-1, KG-30
@@ -505,15 +645,17 @@ def keyed_process(df: Any, *, key: str, processor: KeyedProcessor, parallelism: 
     subtask = F.coalesce(F.col(TARGET), F.col(SUBTASK))
     salt = F.when(subtask.isNull(), F.lit(REFUSED_SALT)).otherwise(F.element_at(F.col(SALTS), subtask + 1))
     rows = rows.withColumn(SALT, salt.cast("int")).withColumn(AT, subtask)
+    rows = _null_keys(rows, F, df.columns, key, null_keys, null_key_metric)
     columns = [c for c in rows.columns if c not in (SALTS, PROFILE, MAXP, PAR)]
     job_out = [job_column] if jobs_given else []
     outputs = job_out + [f.split()[0] for f in processor.output_schema.split(", ")]
     out_schema = struct(", ".join(([f"{job_column} int"] if jobs_given else []) + [processor.output_schema]))
-    wrapped = _KeyGroupProcessor(processor, columns, order_by, outputs, jobs_given, parts, chaos_root)
+    configs = {j: (c[0], c[1], c[2]) for j, c in _jobs_table(jobs, parallelism, parts).items()}
+    wrapped = _KeyGroupProcessor(processor, columns, order_by, outputs, jobs_given, parts, configs,
+                                 on_state_update)
     initial = None
-    if initial_state is not None:
-        initial = (initial_state.where((F.col(PARTS) == parts) & F.col(JOB).isin(list(jobs)))
-                   .drop(PARTS).groupBy(JOB, SALT))
+    if initial_state is not None:  # (its configuration is checked by the processor, KG-13)
+        initial = initial_state.where(F.col(JOB).isin(list(jobs))).groupBy(JOB, SALT)
     return rows.select(*columns).groupBy(JOB, SALT).transformWithStateInPandas(
         wrapped, out_schema, "Append", "None", initialState=initial)
 
@@ -639,7 +781,7 @@ def redistribute_operator(operator: Any, F: Any, Window: Any) -> Any:
     broadcast = _everywhere(operator.where(~same & (mode == "broadcast")), F).where(
         F.col("kg_new") % F.col("kg_old_p") == F.col("kg_old"))
     union = _everywhere(operator.where(mode == "union"), F)
-    columns = [JOB, "kg_new", PARTS, "name", "mode", "kg_old", "pos", "element", SALTS]
+    columns = [JOB, "kg_new", PARTS, NEW_P, MAXP, "name", "mode", "kg_old", "pos", "element", SALTS]
     moved = kept.select(*columns)
     for part in (split, broadcast, union):
         moved = moved.unionByName(part.select(*columns))
@@ -657,19 +799,65 @@ def _window(spark: Any) -> Any:
     return Window
 
 
-def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "value long") -> Any:
+def checkpoint_config(spark: Any, checkpoint_location: str,
+                      batch_id: int | None = None) -> dict[int, tuple[int, int, int, str]]:
+    """job -> (parallelism, maximum parallelism, state partitions, hash profile) of each job of the
+    keyed query at `checkpoint_location` as of `batch_id` (None: its last committed batch), as
+    `keyed_process` keeps it in every subtask's state (the state variable `kg_conf`, read with the
+    state data source: the checkpoint's own state, committed with each batch, on any file system
+    and under Spark Connect).  A job none of whose subtasks has run holds no state and is absent."""
+    batch = latest_batch(spark, checkpoint_location) if batch_id is None else batch_id
+    rows = (_read(spark, checkpoint_location, CONF, batch)
+            .selectExpr(f"key.{JOB} AS job", "value.*").distinct().collect())
+    out: dict[int, tuple[int, int, int, str]] = {}
+    for r in rows:
+        conf = (int(r["parallelism"]), int(r["max_parallelism"]), int(r["partitions"]), str(r["hash"]))
+        if out.setdefault(int(r["job"]), conf) != conf:  # the processor refuses a second one
+            raise ValueError(f"checkpoint_location: job {r['job']} holds two configurations in "
+                             f"{checkpoint_location}: {out[int(r['job'])]} and {conf}")
+    return out
+
+
+def _check_against_checkpoints(spark: Any, rescales: Sequence[Rescale]) -> dict[int, str]:
+    """ValueError naming the parameter, the rule and both values when a rescale's old parallelism,
+    maximum parallelism or state partitions are not those its checkpoint holds (KG-13, KG-16,
+    KG-31): the old subtasks' state would be looked for where it is not.  The hash profile of each
+    job whose checkpoint holds one."""
+    read: dict[tuple[str, int], dict[int, tuple[int, int, int, str]]] = {}
+    profiles: dict[int, str] = {}
+    for r in rescales:
+        where = (r.checkpoint_location, r.batch_id)
+        if where not in read:
+            read[where] = checkpoint_config(spark, *where)
+        stored = read[where].get(r.old_job)
+        if stored is None:  # no subtask of it ran: no state to move
+            continue
+        reason = config_mismatch(stored, (r.parallelism, r.max_parallelism, r.partitions or r.parallelism),
+                                 f"job {r.job}'s rescale says")
+        if reason is not None:
+            raise ValueError(f"{reason} ({r.checkpoint_location}, batch {r.batch_id})")
+        profiles[r.job] = stored[3]
+    return profiles
+
+
+def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "value long", *,
+                 checked: Mapping[int, str] | None = None) -> Any:
     """The initial state (for `keyed_process(initial_state=...)`) of every job in `rescales`, each read
     from its checkpoint's committed batch with the state data source and moved to its new
     parallelism: keyed state by key group (KG-12..KG-14), operator state by Flink's round-robin
     repartitioner (KG-17..KG-21).  ValueError first, naming the parameter and the rule, for a refused
-    rescale (KG-8, KG-15, KG-16) or a job named twice; no job runs before.  `state_schema`: the
-    processor's."""
+    rescale (KG-8, KG-15, KG-16) or a job named twice, before any job runs; then, after reading each
+    checkpoint's configuration (`checkpoint_config`), for an old parallelism, maximum parallelism or
+    state partitions other than the checkpoint's (KG-13, KG-16, KG-31), before the state is read.
+    `state_schema`: the processor's.  `checked`: the rescales were held to their checkpoints already
+    (`rescale_state`), job -> the checkpoint's hash profile."""
     if not rescales:
         raise ValueError("rescales: at least one")
     for r in rescales:
         check_rescale(r)
     if len({r.job for r in rescales}) != len(rescales):
         raise ValueError("rescales: a job is rescaled once")
+    profiles = _check_against_checkpoints(spark, rescales) if checked is None else dict(checked)
     F, Window = _functions(spark.range(1)), _window(spark)
     plan = _plan(rescales)
     fields = [f.split()[0] for f in state_schema.split(", ")]
@@ -689,13 +877,17 @@ def rescale_jobs(spark: Any, rescales: Sequence[Rescale], state_schema: str = "v
         salt = F.element_at(F.col(SALTS), F.col("kg_new") + 1).alias(SALT)
         cols = [(F.col(given[c]) if c in given else F.lit(None)).cast(cast.get(t, t)).alias(c)
                 for c, t in ddl.items() if c != "kg_kind"]
-        return df.select(F.col(JOB), salt, F.col(PARTS), F.lit(kind).alias("kg_kind"), *cols)
+        return df.select(F.col(JOB), salt, F.col(PARTS), F.col(NEW_P), F.col(MAXP),
+                         F.lit(kind).alias("kg_kind"), *cols)
 
     k = shaped(keyed, "keyed", {"kg_key_group": "key_group", "kg_type": "type", "kg_key": "key",
                                 **{c: c for c in state_types}})
     o = shaped(operator, "operator", {"kg_name": "name", "kg_mode": "mode", "kg_pos": "pos",
                                       "kg_element": "element"})
-    return k.unionByName(o)
+    out = k.unionByName(o)
+    # What keyed_process holds its own configuration to before any job runs (KG-13, KG-16, KG-31).
+    setattr(out, RESCALED, {j: (v[1], v[2], v[3], profiles.get(j)) for j, v in plan.items()})
+    return out
 
 
 def latest_batch(spark: Any, checkpoint_location: str) -> int:
@@ -707,20 +899,47 @@ def latest_batch(spark: Any, checkpoint_location: str) -> int:
     return int(row[0])
 
 
-def rescale_state(spark: Any, checkpoint_location: str, *, parallelism: int, new_parallelism: int,
-                  max_parallelism: int | None = None, new_max_parallelism: int | None = None,
-                  batch_id: int | None = None, state_schema: str = "value long") -> Any:
-    """The initial state of a single-job `keyed_process` restarted at `new_parallelism` from the
-    query at `checkpoint_location` (run at `parallelism`, `max_parallelism` key groups: None for the
-    KG-9 default) as of `batch_id` (None: its last committed batch), keyed state moved as whole key
-    groups (KG-12..KG-14), operator state repartitioned as Flink does (KG-17..KG-21).  Refused with
-    ValueError naming the parameter and the rule before any job runs: bounds (KG-8), another explicit
-    maximum parallelism (KG-16), a parallelism above the maximum (KG-15)."""
-    max_p = max_parallelism_of(parallelism, max_parallelism)
-    r = Rescale(0, checkpoint_location, -1 if batch_id is None else batch_id, parallelism, max_p,
-                new_parallelism, new_max_parallelism)
-    check_rescale(r)
-    if batch_id is None:
-        r = Rescale(0, checkpoint_location, latest_batch(spark, checkpoint_location), parallelism, max_p,
-                    new_parallelism, new_max_parallelism)
-    return rescale_jobs(spark, [r], state_schema)
+def rescale_state(spark: Any, checkpoint_location: str, *, new_parallelism: int,
+                  parallelism: int | None = None, max_parallelism: int | None = None,
+                  new_max_parallelism: int | None = None, batch_id: int | None = None,
+                  state_schema: str = "value long", partitions: int | None = None,
+                  new_partitions: int | None = None) -> Any:
+    """The initial state of a single-job `keyed_process` restarted at `new_parallelism` (its
+    `new_partitions` state partitions, default one per subtask) from the query at
+    `checkpoint_location` as of `batch_id` (None: its last committed batch), keyed state moved as
+    whole key groups (KG-12..KG-14), operator state repartitioned as Flink does (KG-17..KG-21).
+
+    The checkpoint's parallelism, maximum parallelism and state partitions are read from the
+    checkpoint itself (`checkpoint_config`); `parallelism`, `max_parallelism` and `partitions`,
+    when given, must be those (ValueError naming both values and the rule: KG-13, KG-16, KG-31),
+    and when left None are the checkpoint's.  Refused with ValueError naming the parameter and the
+    rule, before any job runs where the given values decide it: bounds (KG-8), another explicit
+    maximum parallelism (KG-16), a parallelism above the maximum (KG-15).
+
+    What Spark 4.2+ offers itself, `spark._streamingCheckpointManager.repartition(checkpoint, n)`
+    (experimental, Spark Classic only, RocksDB only), rewrites the checkpoint in place with every
+    grouping key moved to `pmod(hash(key), n)`; this gives Flink's placement instead (contiguous
+    key-group ranges, KG-3, KG-4), keeps the maximum parallelism's limits (KG-15, KG-16),
+    redistributes operator list state (KG-17..KG-21), restores any committed batch, leaves the old
+    checkpoint as it was (the new query has its own) and runs under Spark Connect."""
+    given = (parallelism, max_parallelism, partitions)
+    if parallelism is not None:
+        max_p = max_parallelism_of(parallelism, max_parallelism)
+        if max_parallelism is not None:  # decided without the checkpoint
+            check_rescale(Rescale(0, checkpoint_location, -1 if batch_id is None else batch_id, parallelism,
+                                  max_p, new_parallelism, new_max_parallelism, new_partitions, partitions))
+    batch = latest_batch(spark, checkpoint_location) if batch_id is None else batch_id
+    stored = checkpoint_config(spark, checkpoint_location, batch).get(0)
+    if stored is not None:
+        reason = config_mismatch(stored, given, "not")
+        if reason is not None:
+            raise ValueError(f"{reason} ({checkpoint_location}, batch {batch})")
+        parallelism, max_p, partitions = stored[0], stored[1], stored[2]
+    elif parallelism is None:
+        raise ValueError(f"parallelism: {checkpoint_location} holds no key groups configuration "
+                         "(no subtask has run): give parallelism and max_parallelism")
+    else:
+        max_p = max_parallelism_of(parallelism, max_parallelism)
+    r = Rescale(0, checkpoint_location, batch, parallelism, max_p, new_parallelism, new_max_parallelism,
+                new_partitions, partitions)
+    return rescale_jobs(spark, [r], state_schema, checked={} if stored is None else {0: stored[3]})

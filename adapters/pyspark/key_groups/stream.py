@@ -18,7 +18,8 @@ The mapping:
   grouping key that holds it;
 * **the keyed state** is the API's per-key state (a sum, `SumProcessor`); **operator state** its
   operator lists (`add_state` rows sent to a subtask by the `target` column);
-* **a null key** under the `flink` profile is not routed (KG-7): the API's `null_key`;
+* **a null key** under the `flink` profile is not routed (KG-7): the API's `null_key`
+  (`null_keys="process"`), which gives the trace its `null_key` event;
 * **a checkpoint** that a restore reads is a committed micro-batch: a job's steps up to it run in
   the micro-batches up to that batch id, the steps after it in the next one (all jobs advance in
   the same micro-batches); a checkpoint no restore reads shares the micro-batch of what follows;
@@ -31,8 +32,8 @@ The mapping:
 * **refusals** (KG-8, KG-15, KG-16) are decided on the driver (`api.rescale_refusal`) before
   anything stops: the running job goes on; a configuration out of bounds is `rejected`;
 * **faults** (adapters/pyspark/chaos.py): the keyed tasks fail after their first state update
-  (`chaos.task_point`), Spark runs them again from the last committed state; each round after the
-  first counts as a query restart.
+  (`chaos.task_point`, the API's `on_state_update` hook), Spark runs them again from the last
+  committed state; each round after the first counts as a query restart.
 
 Ranges (`range` events, KG-4) are the driver's `api.key_group_ranges`.  Everything else, the hash,
 the routing, the state and its redistribution, is Spark's.
@@ -40,6 +41,7 @@ the routing, the state and its redistribution, is Spark's.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -116,8 +118,9 @@ class SumProcessor(KeyedProcessor):
         if row.kind == "add_state":
             ctx.operator_list(row.name, row.mode).append(int(row.element))
             return []
-        out = [(seq, "keyed", None, kg, ctx.subtask, type_, key, int(value[0]), None, None)
-               for kg, type_, key, value in ctx.keyed_entries()]
+        out: list[tuple[Any, ...]] = [
+            (seq, "keyed", None, kg, ctx.subtask, type_, key, int(value[0]), None, None)
+            for kg, type_, key, value in ctx.keyed_entries()]
         for name, (_, elements) in ctx.operator_lists().items():
             out += [(seq, "operator", None, None, ctx.subtask, None, None, None, name, e) for e in elements]
         return out
@@ -344,7 +347,8 @@ class Round:
         df = self.spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1).json(str(inp))
         out = api.keyed_process(df, key="key", key_type="type", target="target", order_by="seq",
                                 processor=SumProcessor(), parallelism=p, jobs=jobs, job_column="job",
-                                initial_state=initial, partitions=partitions, chaos_root=str(self.root))
+                                initial_state=initial, partitions=partitions, null_keys="process",
+                                on_state_update=functools.partial(chaos.task_point, str(self.root)))
         writer = (out.writeStream.format("memory").queryName(name).outputMode("append")
                   .option("checkpointLocation", location))
         return api.start(writer, parallelism=p, spark=self.spark, partitions=partitions), name
