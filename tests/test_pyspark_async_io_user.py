@@ -275,3 +275,53 @@ def test_bad_options_are_value_errors_before_a_query(spark: Any) -> None:
         async_map(people, f, columns=["id"], result="x long", audit=True)
     with pytest.raises(ValueError, match="need result="):
         async_map(people, f, columns=["id"])
+
+
+def test_outer_keeps_the_rows_without_results(spark: Any, tmp_path: Path) -> None:
+    """outer=True: a row with no results comes out once with null results (explode_outer's rule),
+    also after a retry on an empty result; a row retried on its empty result that then has results
+    has them, once.  (A streaming query: on a batch DataFrame the end of the partition would end
+    retrying, AIO-39.)"""
+    from flink_semantics.adapters.pyspark.async_io import async_map, retry_strategy
+
+    def make() -> Callable[..., Any]:
+        calls: dict[int, int] = {}
+
+        async def tens(id: int) -> list:
+            calls[id] = calls.get(id, 0) + 1
+            if id % 4 == 0 or (id % 4 == 1 and calls[id] == 1):
+                return []  # id % 4 == 1: empty at its first attempt only
+            return [id * 10]
+
+        return tens
+
+    inbox, sink, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
+    inbox.mkdir()
+    write_people(inbox, "0.jsonl", range(0, 16))
+    people = spark.readStream.schema(SCHEMA).json(str(inbox))
+    out = async_map(people, make(), columns="id", result="tens long", outer=True, timeout=HANG_GUARD,
+                    retry=retry_strategy(1, delay=0.01, on_empty=True))
+    with running(out, sink, checkpoint) as query:
+        query.processAllAvailable()
+    truth = "SELECT *, CASE WHEN id % 4 = 0 THEN NULL ELSE id * 10 END AS tens FROM people"
+    assert_sink_equals(spark, sink, batch_truth(spark, inbox, truth), ["id"])
+
+
+def test_watermark_rows_pass_through_in_their_place(spark: Any) -> None:
+    """With kind_col, a W row comes out as itself with a null result, and unordered output never
+    lets a record pass it (AIO-13): within each stretch between W rows, completion order (the
+    shorter sleep first, on virtual time)."""
+    from flink_semantics.adapters.pyspark.async_io import async_map, virtual_time_loop
+
+    async def slow(id: int) -> list:
+        await asyncio.sleep(10 - id % 10)  # a higher id in its stretch completes first
+        return [id + 100]
+
+    kinds = ["R", "R", "R", "W", "R", "R", "W", "R"]
+    rows = [(k, i) for i, k in enumerate(kinds)]
+    df = spark.createDataFrame(rows, "kind string, id long").coalesce(1)
+    got = [(r.kind, r.id, r.r) for r in async_map(df, slow, columns=["id"], result="r long",
+                                                  kind_col="kind", ordered=False, capacity=10,
+                                                  loop_factory=virtual_time_loop).collect()]
+    assert got == [("R", 2, 102), ("R", 1, 101), ("R", 0, 100), ("W", 3, None),
+                   ("R", 5, 105), ("R", 4, 104), ("W", 6, None), ("R", 7, 107)]

@@ -1,21 +1,20 @@
 """async_map: Flink's async wait operator on a Spark DataFrame.
 
-    out = async_map(df, fetch, capacity=100, ordered=True, timeout=5.0)
+    out = async_map(df, fetch, columns=["id", "url"], result="body string, status int",
+                    capacity=100, ordered=True, timeout=5.0)
 
-`fn` is an `async def` taking a value and returning a list of results.  Each
-Spark task runs one asyncio event loop over the Arrow batches of its partition
-(`mapInArrow`) and drives `AsyncWaitOperator` (adapters/pyspark/async_io/operator.py, the
-same class the conformance adapter drives) with the loop's clock and real
-coroutines:
+`fn` is an `async def` taking the row's `columns` and returning a list of results; the output is
+each input row, all its columns unchanged, once per result, with the result columns after them
+(row mode, rows.py).  Each Spark task runs one asyncio event loop over the Arrow batches of its
+partition (`mapInArrow`) and drives `AsyncWaitOperator` (adapters/pyspark/async_io/operator.py,
+the same class the conformance adapter drives) with the loop's clock and real coroutines:
 
 * at most `capacity` records (and in-band watermarks) are in flight per
   partition (AIO-6, AIO-9); a full queue blocks the input (AIO-7);
 * `ordered=True` emits in input order (AIO-12); `ordered=False` emits in
   completion order but never lets a record pass a watermark row (AIO-13..15);
-* in-band watermarks: rows whose `kind` column is "W" carry a watermark in
-  their `ts` column and are emitted as "W" rows in the output stream; rows of kind
-  "S" carry a watermark status (`ts` 1: idle, 0: active), which bypasses the queue
-  and is emitted at once as an "S" row (AIO-51);
+* in-band watermarks (`kind_col`): rows of kind "W" are watermarks, rows of
+  kind "S" watermark statuses, which bypass the queue (AIO-51);
 * on a batch DataFrame the end of the partition is end of input: the queue is
   drained before the task ends (AIO-42).  As in Flink, end of input also ends
   retrying (AIO-39): pending retries fire at once and every outcome after it is
@@ -29,12 +28,13 @@ coroutines:
   queued or waiting is dropped, nothing more is emitted or called, AIO-58), as a
   stop without drain does (AIO-43);
 * a failed call (after retries), a timeout with `on_timeout="fail"` or a
-  `None` result fails the Spark task (AIO-20, AIO-23, AIO-28).
+  `None` result fails the Spark task (AIO-20, AIO-23, AIO-28) with the row and
+  the user's exception in the error, or, with `errors=<column>`, comes out as
+  the row with null results and the error's text (an opt-in, not Flink's).
 
-Input columns: `value_col` (the value passed to `fn`), optional `kind_col`
-("R" record / "W" watermark; all rows are records without it) and optional
-`ts_col` (the record's timestamp, or the watermark).  Output columns: `kind`,
-`ts` (the input record's timestamp, AIO-18) and `value` (one row per result).
+Value mode (no `result`, used by the conformance runners): input columns `value_col` (the value
+passed to `fn`), optional `kind_col` and `ts_col` (the record's timestamp, or the watermark);
+output columns `kind`, `ts` (the input record's timestamp, AIO-18) and `value`.
 Times in this API are seconds; the operator counts milliseconds.
 """
 
@@ -73,6 +73,7 @@ from flink_semantics.adapters.pyspark.async_io.rows import (
     error_text,
     input_rows,
     lowest_waiting,
+    outer_predicate,
     output_table,
     row_timeout,
 )
@@ -623,7 +624,7 @@ def _row_task(batches: Iterator[Any], *, fn: AsyncFn, spec: RowSpec,
     """The Spark task of row mode: as `_arrow_task`, the output rows taken from the kept input."""
     kept = KeptInput()
     loop = (loop_factory or wall_clock_loop)()
-    call = functools.partial(call_row, fn=fn, names=spec.names)
+    call = functools.partial(call_row, fn=fn, names=spec.names, outer=spec.outer)
     run = _GroupedRun(call, config_for, loop, False, "fail", streaming, output=IndexedOutput)
     for chunk in _drive(run, input_rows(batches, spec, kind_col, group_col, kept), FLUSH_EVERY, False):
         if chunk:
@@ -631,16 +632,23 @@ def _row_task(batches: Iterator[Any], *, fn: AsyncFn, spec: RowSpec,
         kept.release(lowest_waiting(run.groups.values(), kept.end))
 
 
-def _row_config(config: OperatorConfig, *, names: tuple[str, ...], errors: bool) -> OperatorConfig:
+def _row_config(config: OperatorConfig, *, spec: RowSpec) -> OperatorConfig:
     """A configuration in row mode: the timeout handler gets the row's arguments and gives column
-    tuples; with the error output a failed record completes with its error (OperatorConfig.error_result)."""
-    handler = functools.partial(row_timeout, handler=config.timeout_result, names=names)
-    return dataclasses.replace(config, timeout_result=handler, error_result=error_result if errors else None)
+    tuples; with the error output a failed record completes with its error (OperatorConfig.error_result);
+    with `outer` a retry's result predicate sees OUTER_EMPTY as the empty result."""
+    handler = functools.partial(row_timeout, handler=config.timeout_result, names=spec.names,
+                                outer=spec.outer)
+    retry = config.retry
+    if spec.outer and retry is not None and retry.result_predicate is not None:
+        retry = dataclasses.replace(retry, result_predicate=functools.partial(
+            outer_predicate, predicate=retry.result_predicate))
+    return dataclasses.replace(config, timeout_result=handler, retry=retry,
+                               error_result=error_result if spec.error_col is not None else None)
 
 
-def _row_config_for(group: Any, *, config_for: Callable[[Any], OperatorConfig], names: tuple[str, ...],
-                    errors: bool) -> OperatorConfig:
-    return _row_config(config_for(group), names=names, errors=errors)
+def _row_config_for(group: Any, *, config_for: Callable[[Any], OperatorConfig],
+                    spec: RowSpec) -> OperatorConfig:
+    return _row_config(config_for(group), spec=spec)
 
 
 def _result_fields(result: Any) -> list[Any]:
@@ -664,7 +672,7 @@ def _result_fields(result: Any) -> list[Any]:
 
 
 def _row_mode(df: Any, fn: AsyncFn, config: OperatorConfig, *, columns: Any, result: Any,
-              errors: str | None, kind_col: str | None, group_col: str | None,
+              errors: str | None, outer: bool, kind_col: str | None, group_col: str | None,
               group_config: Callable[[Any], OperatorConfig] | None,
               loop_factory: Callable[[], asyncio.AbstractEventLoop] | None) -> Any:
     """async_map with `result`: the checks (ValueError naming the parameter) and the mapInArrow call."""
@@ -696,10 +704,10 @@ def _row_mode(df: Any, fn: AsyncFn, config: OperatorConfig, *, columns: Any, res
         types = tuple(to_arrow_type(f.dataType, timezone="UTC") for f in fields)
     except Exception as e:
         raise ValueError(f"async_map: result: a type Arrow cannot carry: {e}") from e
-    spec = RowSpec(columns=args, names=tuple(f.name for f in fields), types=types, error_col=errors)
+    spec = RowSpec(columns=args, names=tuple(f.name for f in fields), types=types, error_col=errors,
+                   outer=bool(outer))
     config_for = group_config or functools.partial(_same_config, config)
-    row_cfg = functools.partial(_row_config_for, config_for=config_for, names=spec.names,
-                                errors=errors is not None)
+    row_cfg = functools.partial(_row_config_for, config_for=config_for, spec=spec)
     task = functools.partial(_row_task, fn=fn, spec=spec, config_for=row_cfg, kind_col=kind_col,
                              group_col=group_col, loop_factory=loop_factory,
                              streaming=bool(getattr(df, "isStreaming", False)))
@@ -715,7 +723,7 @@ def _check_group_type(df: Any, group_col: str) -> str:
 
 
 def async_map(df: Any, fn: AsyncFn, *, columns: str | Sequence[str] | None = None, result: Any = None,
-              errors: str | None = None, capacity: int = 100, ordered: bool = True,
+              errors: str | None = None, outer: bool = False, capacity: int = 100, ordered: bool = True,
               timeout: float | None = None, on_timeout: str | list | Callable[..., list | None] = "fail",
               retry: RetryStrategy | None = None, kind_col: str | None = None, group_col: str | None = None,
               group_config: Callable[[Any], OperatorConfig] | None = None,
@@ -733,7 +741,8 @@ def async_map(df: Any, fn: AsyncFn, *, columns: str | Sequence[str] | None = Non
     result columns: a DDL string ("body string, status int"), a StructType, or one DataType (a
     column named `result`).  With one result column a result is its value (a dict or tuple for a
     struct column); with several, a tuple of their values or a dict by name (a missing name is
-    null).  The output is every input column, unchanged, then the result columns.
+    null).  The output is every input column, unchanged, then the result columns.  With
+    `outer=True` a row with no results comes out once with null results (as `explode_outer`).
 
     Works on a batch or a streaming DataFrame (`mapInArrow`, a narrow transformation): each Spark
     task runs one asyncio event loop over the Arrow batches of its partition and drives
@@ -807,10 +816,11 @@ def async_map(df: Any, fn: AsyncFn, *, columns: str | Sequence[str] | None = Non
         if value_only:
             raise ValueError(f"async_map: {', '.join(value_only)}: only in value mode (without result=); "
                              "with result= the whole row is kept")
-        return _row_mode(df, fn, config, columns=columns, result=result, errors=errors, kind_col=kind_col,
+        return _row_mode(df, fn, config, columns=columns, result=result, errors=errors, outer=outer,
+                         kind_col=kind_col,
                          group_col=group_col, group_config=group_config, loop_factory=loop_factory)
-    if columns is not None or errors is not None:
-        raise ValueError("async_map: columns and errors need result= (the result columns' schema)")
+    if columns is not None or errors is not None or outer:
+        raise ValueError("async_map: columns, errors and outer need result= (the result columns' schema)")
     if result_type not in ARROW_TYPES:
         raise ValueError(f"async_map: result_type must be one of {sorted(ARROW_TYPES)}, not {result_type!r}")
     if on_failure == "report" and not audit:

@@ -69,16 +69,28 @@ def error_result(reason: str, error: BaseException | None) -> list:
 # Results
 # --------------------------------------------------------------------------
 
+# An empty result with `outer=True`: one output row whose results are null.  A result of the
+# function is always a tuple after `normalize`, so a None item is never one of its results.
+OUTER_EMPTY: tuple[None] = (None,)
 
-def normalize(result: Any, names: Sequence[str]) -> Any:
+
+def outer_predicate(result: list, *, predicate: Callable[[list], bool]) -> bool:
+    """A retry strategy's result predicate with `outer=True`: OUTER_EMPTY is the empty result."""
+    return predicate([] if result == list(OUTER_EMPTY) else result)
+
+
+def normalize(result: Any, names: Sequence[str], outer: bool = False) -> Any:
     """The function's list of results as tuples of column values (TypeError naming the shape).
 
     One result column: a result is the column's value.  Several: a tuple (or list, or Row) of one
     value per column, or a dict by column name (a missing name is null).  A non-list (None
-    included) is left to the operator, which refuses it (AIO-20).
+    included) is left to the operator, which refuses it (AIO-20).  With `outer` no results is
+    OUTER_EMPTY: one output row with null results.
     """
     if not isinstance(result, (list, tuple)):
         return result
+    if outer and not result:
+        return list(OUTER_EMPTY)
     if len(names) == 1:
         return [(r,) for r in result]
     return [_columns(r, names) for r in result]
@@ -97,14 +109,14 @@ def _columns(r: Any, names: Sequence[str]) -> tuple:
 
 
 async def call_row(row: InputRow, *, fn: Callable[..., Coroutine[Any, Any, Any]],
-                   names: Sequence[str]) -> Any:
+                   names: Sequence[str], outer: bool) -> Any:
     """The user's function on a row's arguments; its results as column tuples."""
-    return normalize(await fn(*row.args), names)
+    return normalize(await fn(*row.args), names, outer)
 
 
-def row_timeout(row: InputRow, *, handler: Callable[..., Any], names: Sequence[str]) -> Any:
+def row_timeout(row: InputRow, *, handler: Callable[..., Any], names: Sequence[str], outer: bool) -> Any:
     """A timeout handler of row mode: called with the row's arguments, as the function is."""
-    return normalize(handler(*row.args), names)
+    return normalize(handler(*row.args), names, outer)
 
 
 # --------------------------------------------------------------------------
@@ -115,12 +127,14 @@ def row_timeout(row: InputRow, *, handler: Callable[..., Any], names: Sequence[s
 @dataclass(frozen=True)
 class RowSpec:
     """What a row-mode task needs: the argument columns (None: the whole row), the result columns
-    and their Arrow types, the error column (None: failures fail the task)."""
+    and their Arrow types, the error column (None: failures fail the task), whether a row with no
+    results comes out once with null results (`outer`)."""
 
     columns: tuple[str, ...] | None
     names: tuple[str, ...]
     types: tuple[Any, ...]
     error_col: str | None
+    outer: bool = False
 
 
 def input_rows(batches: Iterator[Any], spec: RowSpec, kind_col: str | None, group_col: str | None,
