@@ -237,26 +237,50 @@ def test_the_error_output_holds_the_failed_rows(spark: Any, tmp_path: Path) -> N
 
 def test_the_whole_row_and_a_single_result_column(spark: Any) -> None:
     """columns=None passes the row as a dict; a bare type is one column `result`; a batch DataFrame
-    keeps its columns (compared with the same function in Spark SQL)."""
+    keeps its columns (compared with the same function in Spark SQL), with an operator per
+    partition or per group (`group_col`)."""
     from flink_semantics.adapters.pyspark.async_io import async_map
 
     async def greet(row: dict) -> list:
         return [f"{row['name']} from {row['city']}"] if row["city"] else []
 
     people = spark.createDataFrame([(i, f"user{i}", CITIES[i % 3]) for i in range(12)], SCHEMA)
-    got = async_map(people.repartition(3), greet, result="string")
     people.createOrReplaceTempView("people")
     try:
         truth = spark.sql("SELECT *, concat(name, ' from ', city) AS result FROM people "
                           "WHERE city IS NOT NULL")
-        assert_df_equality(got.orderBy("id"), truth.orderBy("id"), ignore_nullable=True)
+        for got in (async_map(people.repartition(3), greet, result="string"),
+                    async_map(people.repartition(2), greet, result="string", group_col="city", capacity=1)):
+            assert_df_equality(got.orderBy("id"), truth.orderBy("id"), ignore_nullable=True)
     finally:
         spark.catalog.dropTempView("people")
 
 
+def test_a_result_that_does_not_fit_names_the_row_and_column(spark: Any) -> None:
+    """A result value of the wrong type, or a result of the wrong shape, fails the job with an error
+    naming the row and the result column (or the shape expected)."""
+    from flink_semantics.adapters.pyspark.async_io import async_map
+
+    async def bad_type(id: int) -> list:
+        return [(id, "many" if id == 5 else id)]
+
+    async def bad_shape(id: int) -> list:
+        return [(id,)]
+
+    people = spark.createDataFrame([(i, f"user{i}", CITIES[i % 3]) for i in range(8)], SCHEMA)
+    with pytest.raises(Exception) as failure:
+        async_map(people, bad_type, columns=["id"], result="a long, b long").collect()
+    assert "ResultTypeError: async_map: the result column 'b' (int64) of the row id=5: cannot hold 'many'" \
+        in str(failure.value), str(failure.value)
+    with pytest.raises(Exception) as failure:
+        async_map(people.coalesce(1), bad_shape, columns=["id"], result="a long, b long").collect()
+    assert "(error): TypeError: async_map: a result must be a tuple of 2 values (a, b) or a dict of them, " \
+        "not (0,)" in str(failure.value), str(failure.value)
+
+
 def test_bad_options_are_value_errors_before_a_query(spark: Any) -> None:
-    """A missing column, a bad result schema, a taken column name and value-mode options are
-    ValueErrors naming the parameter, before anything runs."""
+    """A missing column, a bad result schema, a taken column name, value-mode options and a function
+    that cannot take the columns are ValueErrors naming the parameter, before anything runs."""
     from flink_semantics.adapters.pyspark.async_io import async_map
 
     async def f(id: int) -> list:
@@ -273,6 +297,8 @@ def test_bad_options_are_value_errors_before_a_query(spark: Any) -> None:
         async_map(people, f, columns=["id"], result="x long", errors="city")
     with pytest.raises(ValueError, match="audit: only in value mode"):
         async_map(people, f, columns=["id"], result="x long", audit=True)
+    with pytest.raises(ValueError, match=r"fn\(id.* cannot take the columns \['id', 'name'\]"):
+        async_map(people, f, columns=["id", "name"], result="x long")
     with pytest.raises(ValueError, match="need result="):
         async_map(people, f, columns=["id"])
 

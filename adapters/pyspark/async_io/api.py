@@ -686,6 +686,7 @@ def _row_mode(df: Any, fn: AsyncFn, config: OperatorConfig, *, columns: Any, res
         for col in cols:
             if col not in present:
                 raise ValueError(f"async_map: {name}: no column {col!r} in {present}")
+    _check_arguments(fn, args)
     fields = _result_fields(result)
     if errors is not None:
         if not isinstance(errors, str) or not errors:
@@ -712,6 +713,20 @@ def _row_mode(df: Any, fn: AsyncFn, config: OperatorConfig, *, columns: Any, res
                              group_col=group_col, loop_factory=loop_factory,
                              streaming=bool(getattr(df, "isStreaming", False)))
     return df.mapInArrow(task, StructType(list(df.schema.fields) + fields_all))
+
+
+def _check_arguments(fn: AsyncFn, args: tuple[str, ...] | None) -> None:
+    """ValueError when `fn` cannot be called with the argument columns (or the row, one dict)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # no signature to check (a builtin): the call will tell
+    names = ["row"] if args is None else list(args)
+    try:
+        signature.bind(*names)
+    except TypeError as e:
+        what = "the whole row (one dict, columns=None)" if args is None else f"the columns {names}"
+        raise ValueError(f"async_map: fn{signature} cannot take {what} as its arguments: {e}") from None
 
 
 def _check_group_type(df: Any, group_col: str) -> str:
@@ -763,7 +778,8 @@ def async_map(df: Any, fn: AsyncFn, *, columns: str | Sequence[str] | None = Non
     `on_timeout` is "fail", "ignore" (wait for the call), a list (the results) or a function of
     the same arguments as `fn` returning a list (None: wait for the call).  `retry` comes from
     `retry_strategy(...)` and needs a timeout (AIO-3).  A bad option is a ValueError before any
-    Spark job runs (AIO-1, AIO-3, and unknown columns, a bad `result`, a taken column name).
+    Spark job runs (AIO-1, AIO-3, and unknown columns, a bad `result`, a taken column name, an `fn`
+    whose signature cannot take the `columns`).
 
     Failures.  A call that fails after its retries, a timeout with `on_timeout="fail"` or a None
     result fails the Spark task (AIO-20, AIO-23, AIO-28) with `AsyncFunctionFailed`, raised from
