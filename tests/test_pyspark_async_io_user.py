@@ -351,3 +351,37 @@ def test_watermark_rows_pass_through_in_their_place(spark: Any) -> None:
                                                   loop_factory=virtual_time_loop).collect()]
     assert got == [("R", 2, 102), ("R", 1, 101), ("R", 0, 100), ("W", 3, None),
                    ("R", 5, 105), ("R", 4, 104), ("W", 6, None), ("R", 7, 107)]
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_output_chunks_across_arrow_batches(monkeypatch: pytest.MonkeyPatch, ordered: bool) -> None:
+    """The task's output is taken from the kept input batches chunk by chunk: with chunks that end
+    inside a batch, a first chunk of status rows that leave at once, and zero, one or two results
+    per row, every row comes out with its own columns and its results (the task function itself on
+    Arrow batches, as mapInArrow calls it; no Spark)."""
+    import functools
+
+    import pyarrow as pa
+    from flink_semantics.adapters.pyspark.async_io import api, operator_config, virtual_time_loop
+    from flink_semantics.adapters.pyspark.async_io.rows import RowSpec
+
+    async def tens(id: int) -> list:
+        await asyncio.sleep((id * 7) % 5)
+        return [id * 10] * (id % 3)
+
+    monkeypatch.setattr(api, "FLUSH_EVERY", 5)  # chunks of 5 rows, batches of 7
+    ids = list(range(30))
+    kinds = ["S" if i < 5 else "R" for i in ids]  # the first chunk: statuses only, out at once (AIO-51)
+    batches = [pa.RecordBatch.from_pydict({"id": ids[i:i + 7], "kind": kinds[i:i + 7],
+                                           "name": [f"user{j}" for j in ids[i:i + 7]]})
+               for i in range(0, len(ids), 7)]
+    spec = RowSpec(columns=("id",), names=("tens",), types=(pa.int64(),), error_col=None)
+    config = functools.partial(api._row_config_for, spec=spec,
+                               config_for=functools.partial(api._same_config,
+                                                            operator_config(capacity=3, ordered=ordered)))
+    out = list(api._row_task(iter(batches), fn=tens, spec=spec, config_for=config, kind_col="kind",
+                             group_col=None, loop_factory=virtual_time_loop, streaming=False))
+    got = [(r["id"], r["name"], r["tens"]) for b in out for r in b.to_pylist()]
+    expected = [(i, f"user{i}", None) for i in ids[:5]] + [
+        (i, f"user{i}", i * 10) for i in ids[5:] for _ in range(i % 3)]
+    assert (got if ordered else sorted(got)) == expected

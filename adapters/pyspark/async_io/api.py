@@ -629,7 +629,7 @@ def _row_task(batches: Iterator[Any], *, fn: AsyncFn, spec: RowSpec,
     for chunk in _drive(run, input_rows(batches, spec, kind_col, group_col, kept), FLUSH_EVERY, False):
         if chunk:
             yield from output_table(chunk, kept, spec).to_batches()
-        kept.release(lowest_waiting(run.groups.values(), kept.end))
+        kept.release(lowest_waiting(run.groups.values(), kept.next))
 
 
 def _row_config(config: OperatorConfig, *, spec: RowSpec) -> OperatorConfig:

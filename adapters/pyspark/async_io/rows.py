@@ -153,6 +153,7 @@ def input_rows(batches: Iterator[Any], spec: RowSpec, kind_col: str | None, grou
         kinds = b.column(kind_col).to_pylist() if kind_col else ["R"] * n
         groups = b.column(group_col).to_pylist() if group_col else [None] * n
         for i in range(n):
+            kept.next = offset + i + 1  # the rows from here on are not in an operator yet
             yield groups[i], (kinds[i], None, InputRow(offset + i, args[i], spec.columns), None)
         offset += n
 
@@ -162,10 +163,9 @@ class KeptInput:
 
     def __init__(self) -> None:
         self.batches: deque[tuple[int, Any]] = deque()
-        self.end = 0  # the number of the next row to come
+        self.next = 0  # the number of the next row to go into an operator
 
     def add(self, offset: int, batch: Any) -> None:
-        self.end = offset + batch.num_rows
         if batch.num_rows:
             self.batches.append((offset, batch))
 
@@ -228,7 +228,7 @@ class IndexedOutput:
 
 def lowest_waiting(groups: Any, next_index: int) -> int:
     """The lowest row number still in a live operator (input buffer, channel, queue, a W or S row
-    not yet out), or `next_index` when none is."""
+    not yet out), or `next_index` (the next row to go in) when none is."""
     lowest = next_index
     for g in groups:
         op = g.op
