@@ -651,15 +651,15 @@ def _row_config_for(group: Any, *, config_for: Callable[[Any], OperatorConfig],
     return _row_config(config_for(group), spec=spec)
 
 
-def _result_fields(result: Any) -> list[Any]:
+def _result_fields(session: Any, result: Any) -> list[Any]:
     """The result columns: a DDL string ("body string, status int"), a StructType, or one DataType
     (a column named `result`).  ValueError for anything else."""
-    from pyspark.sql.types import DataType, StructField, StructType, _parse_datatype_string
+    from pyspark.sql.types import DataType, StructField, StructType
 
     dt = result
     if isinstance(result, str):
         try:
-            dt = _parse_datatype_string(result)
+            dt = session._parse_ddl(result)  # the DataFrame's own session: classic or Spark Connect
         except Exception as e:
             raise ValueError(f"async_map: result: {result!r} is not a DDL schema or type: {e}") from e
     if isinstance(dt, StructType):
@@ -687,7 +687,7 @@ def _row_mode(df: Any, fn: AsyncFn, config: OperatorConfig, *, columns: Any, res
             if col not in present:
                 raise ValueError(f"async_map: {name}: no column {col!r} in {present}")
     _check_arguments(fn, args)
-    fields = _result_fields(result)
+    fields = _result_fields(df.sparkSession, result)
     if errors is not None:
         if not isinstance(errors, str) or not errors:
             raise ValueError(f"async_map: errors must be the name of the error column, not {errors!r}")
