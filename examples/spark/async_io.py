@@ -1,10 +1,11 @@
-"""async_map on a streaming DataFrame: an async lookup per record, Flink's async wait operator semantics.
+"""async_map on a streaming DataFrame: an async lookup per row, Flink's async wait operator semantics.
 
-A small stream of order ids (a Python streaming data source delivering two micro-batches) is
-enriched by an `async def` lookup (an `asyncio.sleep` standing in for a remote call), at most 4
-calls in flight per partition, in input order (AIO-12).  The query runs to completion with
-`trigger(availableNow=True)` into a memory sink; the example checks that every order got exactly
-the lookup's result, prints the rows and removes its temporary directory.
+Orders arrive as JSON-lines files in a watched directory, written while the query runs.  Each order
+is enriched by an `async def` lookup (an `asyncio.sleep` standing in for a remote call) that
+returns a struct: the order's amount and its status.  At most 4 calls are in flight per partition,
+in input order (AIO-12); the output keeps every column of the order and adds the lookup's columns.
+The example checks that every order got exactly the lookup's result with its own columns intact,
+prints the rows and removes its temporary directory.
 
     python examples/spark/async_io.py
 """
@@ -12,81 +13,61 @@ the lookup's result, prints the rows and removes its temporary directory.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
 import tempfile
-from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
 
 from flink_semantics.adapters.pyspark.async_io import async_map
 from flink_semantics.adapters.pyspark.session import get_spark
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-BATCHES = [[1, 2, 3, 4, 5], [6, 7, 8]]  # order ids, one list per micro-batch
-
-
-class Orders(DataSource):
-    """`spark.readStream.format("example_orders")`: the order ids of BATCHES, a batch per offset."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "example_orders"
-
-    def schema(self) -> str:
-        return "value long"
-
-    def streamReader(self, schema: Any) -> OrdersReader:
-        return OrdersReader()
+BATCHES = [[1, 2, 3, 4, 5], [6, 7, 8]]  # order ids, one file each
+ORDERS = "order long, customer string"
 
 
-class OrdersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def initialOffset(self) -> dict[str, int]:
-        return {"batch": -1}
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        pass
-
-    def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
-        start = start or self.initialOffset()
-        return {"batch": min(start["batch"] + 1, len(BATCHES) - 1)}
-
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-        return [InputPartition(b) for b in range(start["batch"] + 1, end["batch"] + 1)]
-
-    def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
-        for order in BATCHES[partition.value]:
-            yield (order,)
-
-    def commit(self, end: dict[str, int]) -> None:
-        pass
+def write_orders(inbox: Path, n: int, orders: list[int]) -> None:
+    """One JSON-lines file of orders, moved into the watched directory whole."""
+    staging = inbox.parent / f"orders-{n}.jsonl"
+    staging.write_text("".join(json.dumps({"order": o, "customer": f"c{o % 3}"}) + "\n" for o in orders),
+                       encoding="utf-8")
+    os.replace(staging, inbox / staging.name)
 
 
-async def lookup(order: int) -> list[int]:
-    """The remote call: the order's amount in cents, after a short wait."""
+async def lookup(order: int) -> list[tuple[dict[str, object], str]]:
+    """The remote call: the order's amount in cents and its status, after a short wait."""
     await asyncio.sleep(0.01 * (order % 3))
-    return [order * 100 + 1]
+    return [({"cents": order * 100 + 1, "paid": order % 2 == 0}, "ok")]
 
 
 def main() -> None:
     spark = get_spark()
-    spark.dataSource.register(Orders)
-    checkpoint = tempfile.mkdtemp(prefix="async-io-example-")
+    root = Path(tempfile.mkdtemp(prefix="async-io-example-"))
+    inbox = root / "in"
+    inbox.mkdir()
     try:
-        orders = spark.readStream.format("example_orders").load()
-        enriched = async_map(orders, lookup, capacity=4, ordered=True, timeout=5.0)
+        orders = spark.readStream.schema(ORDERS).json(str(inbox))
+        enriched = async_map(orders, lookup, columns=["order"],
+                             result="amount struct<cents: long, paid: boolean>, status string",
+                             capacity=4, ordered=True, timeout=5.0)
         query = (enriched.writeStream.format("memory").queryName("enriched_orders")
-                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
-        query.awaitTermination()
+                 .option("checkpointLocation", str(root / "checkpoint")).start())
+        try:
+            for n, batch in enumerate(BATCHES):  # a file arrives while the query runs
+                write_orders(inbox, n, batch)
+                query.processAllAvailable()
+        finally:
+            query.stop()
         rows = spark.table("enriched_orders").collect()
         spark.catalog.dropTempView("enriched_orders")
     finally:
-        shutil.rmtree(checkpoint, ignore_errors=True)
-    got = sorted(r.value for r in rows)
-    expected = sorted(asyncio.run(lookup(o))[0] for b in BATCHES for o in b)
+        shutil.rmtree(root, ignore_errors=True)
+    got = sorted((r.order, r.customer, r.amount.cents, r.amount.paid, r.status) for r in rows)
+    expected = sorted((o, f"c{o % 3}", amount["cents"], amount["paid"], status)
+                      for b in BATCHES for o in b for amount, status in asyncio.run(lookup(o)))
     assert got == expected, (got, expected)
-    assert all(r.kind == "R" for r in rows)
-    for r in rows:
-        print(r.kind, r.value)
+    for r in sorted(rows):
+        print(r.order, r.customer, r.amount.cents, r.amount.paid, r.status)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,20 @@
 """async_map: Flink's async wait operator on a Spark DataFrame.
 
-    out = async_map(df, fetch, capacity=100, ordered=True, timeout=5.0)
+    out = async_map(df, fetch, columns=["id", "url"], result="body string, status int",
+                    capacity=100, ordered=True, timeout=5.0)
 
-`fn` is an `async def` taking a value and returning a list of results.  Each
-Spark task runs one asyncio event loop over the Arrow batches of its partition
-(`mapInArrow`) and drives `AsyncWaitOperator` (adapters/pyspark/async_io/operator.py, the
-same class the conformance adapter drives) with the loop's clock and real
-coroutines:
+`fn` is an `async def` taking the row's `columns` and returning a list of results; the output is
+each input row, all its columns unchanged, once per result, with the result columns after them
+(row mode, rows.py).  Each Spark task runs one asyncio event loop over the Arrow batches of its
+partition (`mapInArrow`) and drives `AsyncWaitOperator` (adapters/pyspark/async_io/operator.py,
+the same class the conformance adapter drives) with the loop's clock and real coroutines:
 
 * at most `capacity` records (and in-band watermarks) are in flight per
   partition (AIO-6, AIO-9); a full queue blocks the input (AIO-7);
 * `ordered=True` emits in input order (AIO-12); `ordered=False` emits in
   completion order but never lets a record pass a watermark row (AIO-13..15);
-* in-band watermarks: rows whose `kind` column is "W" carry a watermark in
-  their `ts` column and are emitted as "W" rows in the output stream; rows of kind
-  "S" carry a watermark status (`ts` 1: idle, 0: active), which bypasses the queue
-  and is emitted at once as an "S" row (AIO-51);
+* in-band watermarks (`kind_col`): rows of kind "W" are watermarks, rows of
+  kind "S" watermark statuses, which bypass the queue (AIO-51);
 * on a batch DataFrame the end of the partition is end of input: the queue is
   drained before the task ends (AIO-42).  As in Flink, end of input also ends
   retrying (AIO-39): pending retries fire at once and every outcome after it is
@@ -29,24 +28,26 @@ coroutines:
   queued or waiting is dropped, nothing more is emitted or called, AIO-58), as a
   stop without drain does (AIO-43);
 * a failed call (after retries), a timeout with `on_timeout="fail"` or a
-  `None` result fails the Spark task (AIO-20, AIO-23, AIO-28).
+  `None` result fails the Spark task (AIO-20, AIO-23, AIO-28) with the row and
+  the user's exception in the error, or, with `errors=<column>`, comes out as
+  the row with null results and the error's text (an opt-in, not Flink's).
 
-Input columns: `value_col` (the value passed to `fn`), optional `kind_col`
-("R" record / "W" watermark; all rows are records without it) and optional
-`ts_col` (the record's timestamp, or the watermark).  Output columns: `kind`,
-`ts` (the input record's timestamp, AIO-18) and `value` (one row per result).
+Value mode (no `result`, used by the conformance runners): input columns `value_col` (the value
+passed to `fn`), optional `kind_col` and `ts_col` (the record's timestamp, or the watermark);
+output columns `kind`, `ts` (the input record's timestamp, AIO-18) and `value`.
 Times in this API are seconds; the operator counts milliseconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import math
 import selectors
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from flink_semantics.adapters.pyspark.async_io.operator import (
@@ -61,6 +62,20 @@ from flink_semantics.adapters.pyspark.async_io.operator import (
     WatermarkStatus,
     any_error,
     empty_result,
+)
+from flink_semantics.adapters.pyspark.async_io.rows import (
+    IndexedOutput,
+    KeptInput,
+    RowSpec,
+    call_row,
+    describe,
+    error_result,
+    error_text,
+    input_rows,
+    lowest_waiting,
+    outer_predicate,
+    output_table,
+    row_timeout,
 )
 
 AsyncFn = Callable[[Any], Coroutine[Any, Any, Any]]  # an `async def` taking a value, returning a list
@@ -107,7 +122,7 @@ def _is_instance(error: BaseException, types: Any) -> bool:
     return isinstance(error, types)
 
 
-def _const(result: list, value: Any) -> list:
+def _const(result: list, *args: Any) -> list:
     return list(result)
 
 
@@ -294,6 +309,9 @@ class RowOutput:
     def emit(self, record: Record, value: Any) -> None:
         self._add("R", record.timestamp, value, record.key)
 
+    def control(self, kind: str, value: Any) -> None:
+        """A W or S row is pushed (its output row is made from its timestamp)."""
+
     def watermark(self, timestamp: int) -> None:
         self._add("W", timestamp)
 
@@ -333,10 +351,10 @@ class _Group:
     """One operator: its input buffer and the coroutine that feeds it (`_GroupedRun.feed`)."""
 
     def __init__(self, key: Any, loop: asyncio.AbstractEventLoop, fn: AsyncFn, config: OperatorConfig,
-                 audit: bool):
+                 audit: bool, output: Callable[..., Any] | None = None):
         self.key = key
         self.buffer: deque[InRow] = deque()
-        self.output = RowOutput(key, loop, audit)
+        self.output = (output or RowOutput)(key, loop, audit)
         self.service = CoroutineService(loop, fn)
         self.progress = asyncio.Event()
         self.op = AsyncWaitOperator(config, LoopTimers(loop), self.service, self.output,
@@ -359,8 +377,9 @@ class _GroupedRun:
     """
 
     def __init__(self, fn: AsyncFn, config_for: Callable[[Any], OperatorConfig],
-                 loop: asyncio.AbstractEventLoop, audit: bool, on_failure: str, drain_at_end: bool = False):
-        self.fn, self.config_for, self.loop = fn, config_for, loop
+                 loop: asyncio.AbstractEventLoop, audit: bool, on_failure: str, drain_at_end: bool = False,
+                 output: Callable[..., Any] | None = None):
+        self.fn, self.config_for, self.loop, self.output = fn, config_for, loop, output
         self.audit, self.on_failure, self.drain_at_end = audit, on_failure, drain_at_end
         self.groups: dict[Any, _Group] = {}
         self.closed = False  # no more input rows
@@ -389,7 +408,8 @@ class _GroupedRun:
     def group(self, key: Any) -> _Group:
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = _Group(key, self.loop, self.fn, self.config_for(key), self.audit)
+            g = self.groups[key] = _Group(key, self.loop, self.fn, self.config_for(key), self.audit,
+                                               self.output)
             g.task = self.loop.create_task(self.feed(g))
         return g
 
@@ -432,8 +452,10 @@ class _GroupedRun:
                 g.ended = True
                 op.push(EndOfInput())
             elif kind == "W":
+                g.output.control(kind, value)
                 op.push(Watermark(ts if ts is not None else 0))
             elif kind == "S":
+                g.output.control(kind, value)
                 op.push(WatermarkStatus(bool(ts)))  # AIO-51
             else:
                 op.push(Record(g.seq, value, ts))
@@ -450,8 +472,9 @@ class _GroupedRun:
         for g in self.groups.values():
             f = g.op.failure
             if f is not None:
-                what = "the input" if f.record is None else f"the stream element {f.record.value!r}"
-                raise AsyncFunctionFailed(f"AIO-23: could not complete {what} ({f.reason})") from f.error
+                what = "the input" if f.record is None else describe(f.record.value)
+                raise AsyncFunctionFailed(f"AIO-23: could not complete {what} ({f.reason}): "
+                                          f"{error_text(f.reason, f.error)}") from f.error
 
     async def _until_buffers_taken(self) -> None:
         for g in list(self.groups.values()):
@@ -504,6 +527,13 @@ def run_groups(rows: Iterator[tuple[Any, InRow]], fn: AsyncFn, config_for: Calla
     """
     loop = (loop_factory or wall_clock_loop)()
     run = _GroupedRun(fn, config_for, loop, audit, on_failure, drain_at_end)
+    yield from _drive(run, rows, flush_every, read_all)
+
+
+def _drive(run: _GroupedRun, rows: Iterator[tuple[Any, InRow]], flush_every: int, read_all: bool
+           ) -> Iterator[list[Any]]:
+    """`run_groups` on a given run; its loop is closed at the end."""
+    loop = run.loop
     try:
         n = 0
         for key, row in rows:
@@ -585,78 +615,248 @@ def _same_config(config: OperatorConfig, group: Any) -> OperatorConfig:
     return config
 
 
-def async_map(df: Any, fn: AsyncFn, *, capacity: int = 100, ordered: bool = True,
-              timeout: float | None = None, on_timeout: str | list | Callable[[Any], list | None] = "fail",
-              retry: RetryStrategy | None = None, value_col: str = "value", kind_col: str | None = "kind",
-              ts_col: str | None = "ts", result_type: str = "long", group_col: str | None = None,
-              group_config: Callable[[Any], OperatorConfig] | None = None, arrival_col: str | None = None,
-              loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None, audit: bool = False,
-              on_failure: str = "fail") -> Any:
-    """Apply the async function `fn` to every record of `df` through an async wait operator.
+FLUSH_EVERY = 10_000  # input rows taken in between two output chunks
 
-    Works on a batch or a streaming DataFrame (`mapInArrow`, a narrow transformation).  On a batch
-    DataFrame the end of a partition is end of input (AIO-42).  In a streaming query every
-    micro-batch's partition is one task, which ends when its operators' queues are empty: the
-    micro-batch commits with nothing in flight, and only a row of kind "E" is end of input.
+
+def _row_task(batches: Iterator[Any], *, fn: AsyncFn, spec: RowSpec,
+              config_for: Callable[[Any], OperatorConfig], kind_col: str | None, group_col: str | None,
+              loop_factory: Callable[[], asyncio.AbstractEventLoop] | None, streaming: bool) -> Iterator[Any]:
+    """The Spark task of row mode: as `_arrow_task`, the output rows taken from the kept input."""
+    kept = KeptInput()
+    loop = (loop_factory or wall_clock_loop)()
+    call = functools.partial(call_row, fn=fn, names=spec.names, outer=spec.outer)
+    run = _GroupedRun(call, config_for, loop, False, "fail", streaming, output=IndexedOutput)
+    for chunk in _drive(run, input_rows(batches, spec, kind_col, group_col, kept), FLUSH_EVERY, False):
+        if chunk:
+            yield from output_table(chunk, kept, spec).to_batches()
+        kept.release(lowest_waiting(run.groups.values(), kept.next))
+
+
+def _row_config(config: OperatorConfig, *, spec: RowSpec) -> OperatorConfig:
+    """A configuration in row mode: the timeout handler gets the row's arguments and gives column
+    tuples; with the error output a failed record completes with its error (OperatorConfig.error_result);
+    with `outer` a retry's result predicate sees OUTER_EMPTY as the empty result."""
+    handler = functools.partial(row_timeout, handler=config.timeout_result, names=spec.names,
+                                outer=spec.outer)
+    retry = config.retry
+    if spec.outer and retry is not None and retry.result_predicate is not None:
+        retry = dataclasses.replace(retry, result_predicate=functools.partial(
+            outer_predicate, predicate=retry.result_predicate))
+    return dataclasses.replace(config, timeout_result=handler, retry=retry,
+                               error_result=error_result if spec.error_col is not None else None)
+
+
+def _row_config_for(group: Any, *, config_for: Callable[[Any], OperatorConfig],
+                    spec: RowSpec) -> OperatorConfig:
+    return _row_config(config_for(group), spec=spec)
+
+
+def _result_fields(session: Any, result: Any) -> list[Any]:
+    """The result columns: a DDL string ("body string, status int"), a StructType, or one DataType
+    (a column named `result`).  ValueError for anything else."""
+    from pyspark.sql.types import DataType, StructField, StructType
+
+    dt = result
+    if isinstance(result, str):
+        try:
+            dt = session._parse_ddl(result)  # the DataFrame's own session: classic or Spark Connect
+        except Exception as e:
+            raise ValueError(f"async_map: result: {result!r} is not a DDL schema or type: {e}") from e
+    if isinstance(dt, StructType):
+        if not dt.fields:
+            raise ValueError("async_map: result: at least one result column is needed")
+        return [StructField(f.name, f.dataType, True) for f in dt.fields]
+    if isinstance(dt, DataType):
+        return [StructField("result", dt, True)]
+    raise ValueError(f"async_map: result must be a DDL string, a StructType or a DataType, not {result!r}")
+
+
+def _row_mode(df: Any, fn: AsyncFn, config: OperatorConfig, *, columns: Any, result: Any,
+              errors: str | None, outer: bool, kind_col: str | None, group_col: str | None,
+              group_config: Callable[[Any], OperatorConfig] | None,
+              loop_factory: Callable[[], asyncio.AbstractEventLoop] | None) -> Any:
+    """async_map with `result`: the checks (ValueError naming the parameter) and the mapInArrow call."""
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    present = list(df.columns)
+    args = (columns,) if isinstance(columns, str) else None if columns is None else tuple(columns)
+    for name, cols in (("columns", args or ()), ("kind_col", (kind_col,) if kind_col else ()),
+                       ("group_col", (group_col,) if group_col else ())):
+        for col in cols:
+            if col not in present:
+                raise ValueError(f"async_map: {name}: no column {col!r} in {present}")
+    _check_arguments(fn, args)
+    fields = _result_fields(df.sparkSession, result)
+    if errors is not None:
+        if not isinstance(errors, str) or not errors:
+            raise ValueError(f"async_map: errors must be the name of the error column, not {errors!r}")
+        fields_all = fields + [StructField(errors, StringType(), True)]
+    else:
+        fields_all = fields
+    names = [f.name for f in fields_all]
+    taken = [n for n in names if n in present or names.count(n) > 1]
+    if taken:
+        raise ValueError(f"async_map: result/errors: the column names {sorted(set(taken))} are taken "
+                         f"(input columns {present}); name the result columns otherwise")
+    if group_col is not None:
+        _check_group_type(df, group_col)
+    try:
+        types = tuple(to_arrow_type(f.dataType, timezone="UTC") for f in fields)
+    except Exception as e:
+        raise ValueError(f"async_map: result: a type Arrow cannot carry: {e}") from e
+    spec = RowSpec(columns=args, names=tuple(f.name for f in fields), types=types, error_col=errors,
+                   outer=bool(outer))
+    config_for = group_config or functools.partial(_same_config, config)
+    row_cfg = functools.partial(_row_config_for, config_for=config_for, spec=spec)
+    task = functools.partial(_row_task, fn=fn, spec=spec, config_for=row_cfg, kind_col=kind_col,
+                             group_col=group_col, loop_factory=loop_factory,
+                             streaming=bool(getattr(df, "isStreaming", False)))
+    return df.mapInArrow(task, StructType(list(df.schema.fields) + fields_all))
+
+
+def _check_arguments(fn: AsyncFn, args: tuple[str, ...] | None) -> None:
+    """ValueError when `fn` cannot be called with the argument columns (or the row, one dict)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # no signature to check (a builtin): the call will tell
+    names = ["row"] if args is None else list(args)
+    try:
+        signature.bind(*names)
+    except TypeError as e:
+        what = "the whole row (one dict, columns=None)" if args is None else f"the columns {names}"
+        raise ValueError(f"async_map: fn{signature} cannot take {what} as its arguments: {e}") from None
+
+
+def _check_group_type(df: Any, group_col: str) -> str:
+    type_name = df.schema[group_col].dataType.simpleString()
+    if type_name not in ARROW_TYPES:
+        raise ValueError(f"async_map: group_col {group_col!r} must be one of {sorted(ARROW_TYPES)}, "
+                         f"not {type_name}")
+    return type_name
+
+
+def async_map(df: Any, fn: AsyncFn, *, columns: str | Sequence[str] | None = None, result: Any = None,
+              errors: str | None = None, outer: bool = False, capacity: int = 100, ordered: bool = True,
+              timeout: float | None = None, on_timeout: str | list | Callable[..., list | None] = "fail",
+              retry: RetryStrategy | None = None, kind_col: str | None = None, group_col: str | None = None,
+              group_config: Callable[[Any], OperatorConfig] | None = None,
+              loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+              value_col: str = "value", ts_col: str | None = None, result_type: str = "long",
+              arrival_col: str | None = None, audit: bool = False, on_failure: str = "fail") -> Any:
+    """Apply the async function `fn` to every row of `df` through an async wait operator.
+
+        out = async_map(df, fetch, columns=["id", "url"], result="body string, status int",
+                        capacity=100, timeout=5.0)
+
+    `fn` is an `async def` taking the `columns` as arguments (`fetch(id, url)`; with
+    `columns=None`, the whole row as one dict, struct values as dicts) and returning a list of
+    results, one output row each (an empty list: the row does not appear).  `result` declares the
+    result columns: a DDL string ("body string, status int"), a StructType, or one DataType (a
+    column named `result`).  With one result column a result is its value (a dict or tuple for a
+    struct column); with several, a tuple of their values or a dict by name (a missing name is
+    null).  The output is every input column, unchanged, then the result columns.  With
+    `outer=True` a row with no results comes out once with null results (as `explode_outer`).
+
+    Works on a batch or a streaming DataFrame (`mapInArrow`, a narrow transformation): each Spark
+    task runs one asyncio event loop over the Arrow batches of its partition and drives
+    `AsyncWaitOperator` (operator.py) with real coroutines:
+
+    * at most `capacity` rows are in flight per partition (AIO-6, AIO-9); a full queue blocks the
+      input (AIO-7);
+    * `ordered=True` emits in input order (AIO-12); `ordered=False` in completion order (AIO-13);
+    * on a batch DataFrame the end of a partition is end of input: the queue is drained before the
+      task ends (AIO-42), and, as in Flink, end of input ends retrying (AIO-39): the calls still in
+      flight at the end of a partition get no retry;
+    * on a streaming DataFrame every micro-batch's partition is one task, which ends when its queue
+      is empty (calls complete, retries and timeouts run their course): the micro-batch commits
+      with nothing in flight, so Spark's checkpoint never holds an element of the queue (Flink's
+      snapshot of in-flight elements, AIO-44, has no counterpart: nothing is in flight to keep).
 
     `timeout` (seconds, None = no timeout) runs from admission over all retries (AIO-26);
-    `on_timeout` is "fail" (the task fails), "ignore" (wait for the call), a list (the result)
-    or a function value -> list (None: wait for the call).  `retry` comes from
-    `retry_strategy(...)` and needs a timeout (AIO-3).  Raises ValueError for an invalid
-    configuration (AIO-1, AIO-3) before any Spark job runs.
+    `on_timeout` is "fail", "ignore" (wait for the call), a list (the results) or a function of
+    the same arguments as `fn` returning a list (None: wait for the call).  `retry` comes from
+    `retry_strategy(...)` and needs a timeout (AIO-3).  A bad option is a ValueError before any
+    Spark job runs (AIO-1, AIO-3, and unknown columns, a bad `result`, a taken column name, an `fn`
+    whose signature cannot take the `columns`).
+
+    Failures.  A call that fails after its retries, a timeout with `on_timeout="fail"` or a None
+    result fails the Spark task (AIO-20, AIO-23, AIO-28) with `AsyncFunctionFailed`, raised from
+    the function's own exception; its message names the rule, the row (its `columns` and values)
+    and the exception, e.g. "AIO-23: could not complete the row id=42 (error): ValueError: no
+    such user 42": the text Spark shows in the job's failure or the StreamingQueryException.
+    With `errors="error"` such a row instead appears once, in its place, with null results and
+    the error's "TypeName: message" in a nullable string column of that name (null for the rows
+    with results), and the task goes on.  This error output is not Flink's: Flink's async I/O
+    has no error output and fails the job (AIO-23); it is an opt-in, like a side output.  A
+    result that does not fit its column fails the task with ResultTypeError naming the row and
+    column.
 
     Further options:
 
-    * `group_col`: one operator per value of that column (its own queue and capacity; records of a
-      group in input order) instead of one per partition; the output starts with that column.
-      `group_config(group)` may give a group its own configuration (`operator_config(...)`).
-    * `arrival_col` (double, seconds on the loop's clock): a row enters its operator when the
-      loop's clock reaches it (a replay at a recorded pace); the whole partition is read first.
-      A row of kind "E" is end of input for its group (later rows of the group are ignored, but for
-      a stop, "X").
-    * rows of kind "S" are in-band watermark statuses (`ts` 1 idle, 0 active), passed on at once
-      as "S" rows (AIO-51).
-    * a row of kind "X" stops its group's operator at once, without end of input and without
-      draining (a stop from outside: its queue, waiting input and timers are dropped and it emits
-      and calls nothing more, AIO-58, AIO-43); later rows of the group in the partition are ignored.
+    * `kind_col`: rows whose kind is "W" are in-band watermarks and "S" watermark statuses: they
+      take a queue slot (W, AIO-6) or bypass it (S, AIO-51) and come out as their own input row,
+      with null results, in their place (an unordered queue never lets a row pass a W row,
+      AIO-13); "E" is end of input, "X" stops the operator at once (AIO-58, AIO-43); every other
+      kind is a record.  Without `kind_col` every row is a record.
+    * `group_col`: one operator per value of that column (its own queue and capacity; the rows
+      of a group in input order) instead of one per partition; `group_config(group)` may give a
+      group its own configuration (`operator_config(...)`).
     * `loop_factory`: makes each task's event loop (default `wall_clock_loop`); with
       `virtual_time_loop` time is simulated and a run is deterministic when `fn` is.  On virtual
       time an operator that can never finish after the end of the input (nothing left to happen)
-      is closed without an E row, where a wall-clock task would wait forever.
-    * `audit=True`: the output also has the columns `seq` (the record's number in its group),
-      `attempt`, `at` (loop time, seconds) and `reason`, and rows for the operator's notifications:
-      I (a call, AIO-33), T (a timeout, AIO-27), F (a failure, AIO-23), E (finished, AIO-42).
-    * `on_failure`: "fail" (default: a failure fails the Spark task, AIO-23) or "report" (needs
-      `audit`: the failed group's operator stops at once, AIO-58, and an F row reports it; the
-      other groups and the task go on).
+      is closed, where a wall-clock task would wait forever.
+
+    Value mode (without `result`; the conformance runners use it): `fn` gets the `value_col`
+    column and returns values of `result_type` (one of ARROW_TYPES); the output columns are
+    `kind`, `ts` (the input's `ts_col`, AIO-18) and `value` (with `group_col`, that column first);
+    `kind_col`/`ts_col` default to the columns `kind`/`ts` when present.  Only there:
+    `arrival_col` (double, seconds on the loop's clock: a row enters its operator when the loop's
+    clock reaches it; the partition is read first), `audit=True` (the columns `seq`, `attempt`,
+    `at`, `reason` and rows for the operator's notifications: I a call, AIO-33; T a timeout,
+    AIO-27; F a failure, AIO-23; E finished, AIO-42) and `on_failure="report"` (needs `audit`: a
+    failed group's operator stops at once, AIO-58, an F row reports it, the task goes on).
     """
     if not inspect.iscoroutinefunction(fn):
-        raise TypeError("async_map: fn must be an `async def` function taking a value and returning a list")
+        raise TypeError("async_map: fn must be an `async def` function returning a list")
     config = operator_config(capacity=capacity, ordered=ordered, timeout=timeout, on_timeout=on_timeout,
                              retry=retry)
-    if result_type not in ARROW_TYPES:
-        raise ValueError(f"async_map: result_type must be one of {sorted(ARROW_TYPES)}, not {result_type!r}")
     if on_failure not in ON_FAILURE:
         raise ValueError(f"async_map: on_failure must be one of {ON_FAILURE}, not {on_failure!r}")
+    if result is not None:
+        value_only = [name for name, given in (
+            ("ts_col", ts_col is not None), ("arrival_col", arrival_col is not None), ("audit", audit),
+            ("on_failure", on_failure != "fail"), ("result_type", result_type != "long"),
+            ("value_col", value_col != "value")) if given]
+        if value_only:
+            raise ValueError(f"async_map: {', '.join(value_only)}: only in value mode (without result=); "
+                             "with result= the whole row is kept")
+        return _row_mode(df, fn, config, columns=columns, result=result, errors=errors, outer=outer,
+                         kind_col=kind_col,
+                         group_col=group_col, group_config=group_config, loop_factory=loop_factory)
+    if columns is not None or errors is not None or outer:
+        raise ValueError("async_map: columns, errors and outer need result= (the result columns' schema)")
+    if result_type not in ARROW_TYPES:
+        raise ValueError(f"async_map: result_type must be one of {sorted(ARROW_TYPES)}, not {result_type!r}")
     if on_failure == "report" and not audit:
         raise ValueError("async_map: on_failure='report' needs audit=True (the F rows report failures)")
-    columns = set(df.columns)
+    present = set(df.columns)
     for name, col in (("value_col", value_col), ("group_col", group_col), ("arrival_col", arrival_col)):
-        if col is not None and col not in columns:
-            raise ValueError(f"async_map: {name}: no column {col!r} in {sorted(columns)}")
+        if col is not None and col not in present:
+            raise ValueError(f"async_map: {name}: no column {col!r} in {sorted(present)}")
+    kind_col = kind_col if kind_col is not None else "kind"
+    ts_col = ts_col if ts_col is not None else "ts"
     group_type = None
     prefix = ""
     if group_col is not None:
-        type_name = df.schema[group_col].dataType.simpleString()
-        if type_name not in ARROW_TYPES:
-            raise ValueError(f"async_map: group_col {group_col!r} must be one of {sorted(ARROW_TYPES)}, "
-                             f"not {type_name}")
+        type_name = _check_group_type(df, group_col)
         group_type = _arrow_type(type_name)
         prefix = f"{group_col} {type_name}, "
     task = functools.partial(
         _arrow_task, fn=fn, config_for=group_config or functools.partial(_same_config, config),
-        value_col=value_col, kind_col=kind_col if kind_col in columns else None,
-        ts_col=ts_col if ts_col in columns else None, group_col=group_col, arrival_col=arrival_col,
+        value_col=value_col, kind_col=kind_col if kind_col in present else None,
+        ts_col=ts_col if ts_col in present else None, group_col=group_col, arrival_col=arrival_col,
         value_type=_arrow_type(result_type), group_type=group_type, audit=audit, on_failure=on_failure,
         loop_factory=loop_factory, streaming=bool(getattr(df, "isStreaming", False)))
     schema = f"{prefix}kind string, ts long, value {result_type}" + (f", {AUDIT_COLUMNS}" if audit else "")

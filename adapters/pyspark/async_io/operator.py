@@ -130,6 +130,9 @@ class OperatorConfig:
     # For on_timeout == "complete": the result for a value; None means "do nothing" (AIO-30).
     timeout_result: Callable[[Any], list | None] = _no_timeout_result
     retry: RetryStrategy | None = None
+    # An opt-in of async_map, not a Flink option: a record that would fail the task (AIO-20, AIO-23,
+    # AIO-24, AIO-28) completes with error_result(reason, error) instead, in its queue position.
+    error_result: Callable[[str, BaseException | None], list] | None = None
 
     def validate(self) -> None:
         """Raise ValueError naming the rule for a configuration the operator refuses."""
@@ -540,7 +543,12 @@ class AsyncWaitOperator:
         self.queue.completed(entry)
 
     def _fail(self, entry: Entry | None, reason: str, error: BaseException | None) -> None:
-        """The task fails (AIO-23): this operator does nothing more."""
+        """The task fails (AIO-23): this operator does nothing more.  With `error_result` the record
+        completes with that result instead and the operator goes on (async_map's error output)."""
+        if entry is not None and self.config.error_result is not None:
+            self._finish(entry, self.config.error_result(reason, error))
+            self._run()
+            return
         record = entry.record if entry is not None else None
         self._discard()
         self.failure = Failure(record, reason, error)
