@@ -18,7 +18,7 @@ from flink_semantics.spec.adapter import DEFAULT_BATCH_SIZE, Adapter, AdapterErr
 
 BUILTIN: dict[str, str] = {
     "reference": "flink_semantics.adapters.reference:ReferenceAdapter",
-    "pyspark": "flink_semantics.adapters.pyspark:PySparkAdapter",
+    "pyspark": "flink_semantics.adapters.pyspark.adapter:PySparkAdapter",
     # The same areas through the PySpark APIs a Spark user calls, in Structured Streaming queries:
     # the state store, checkpoints, query restarts and the shuffle carry the semantics.
     "pyspark-stream": "flink_semantics.adapters.pyspark.streaming:PySparkStreamAdapter",

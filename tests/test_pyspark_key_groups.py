@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flink_semantics.adapters.pyspark.key_groups import CAPABILITIES
+from flink_semantics.adapters.pyspark.key_groups.conformance import CAPABILITIES
 from flink_semantics.adapters.pyspark.key_groups.engine import (
     default_max_parallelism,
     flink_key_group,

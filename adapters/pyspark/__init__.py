@@ -1,15 +1,21 @@
-"""Flink's semantics on Apache Spark, through PySpark, and the conformance adapter.
+"""Flink's semantics on Apache Spark, through PySpark: the APIs a Spark user imports, and the
+conformance runners that drive them.
 
-* `session.py`: one shared SparkSession per process (classic local mode, or Spark Connect);
-* `runtime.py`: conformance mode shared by every area (virtual time, the durable store, a
-  schedule's run across real task failures) and the `pyspark-local` adapter;
-* `adapter.py`: `PySparkAdapter`, a batch of schedules in one Spark job;
-* one module or package per area, named after it (`adapters/pyspark/<area>`): the area's
-  implementation for users, and its conformance run (`CAPABILITIES`, `Run`).
-
-pyspark itself is imported only when a Spark session is needed.
+The library: each area's `api.py` (`adapters/pyspark/<area>/api.py`) and the engine it runs
+(`<area>/engine.py`, `<area>/operator.py`), `session.py` (`get_spark()`) and `timers.py`.  The
+runners, which a user's code never imports: `adapter.py` (`PySparkAdapter`, task mode),
+`streaming.py` (`pyspark-stream`), `runtime.py`, `runner_session.py`, `chaos.py`, `daemon.py`,
+and each area's `conformance.py` and `stream.py`.  Importing this package imports neither.
 """
 
-from flink_semantics.adapters.pyspark.adapter import PySparkAdapter
+from typing import Any
 
 __all__ = ["PySparkAdapter"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PySparkAdapter":  # the task-mode runner, imported only when asked for
+        from flink_semantics.adapters.pyspark.adapter import PySparkAdapter
+
+        return PySparkAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

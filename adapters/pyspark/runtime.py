@@ -1,6 +1,6 @@
 """Conformance mode, area-neutral: virtual time, a durable store, and a schedule's run across failures.
 
-Each area has a module or package `adapters/pyspark/<area>` that declares the capabilities it
+Each area has a module `adapters/pyspark/<area>/conformance.py` that declares the capabilities it
 supports (`CAPABILITIES`, opt-in: spec/adapter.py) and runs one schedule of its area
 (`Run(schedule, store)`, a `ScheduleRun`).  This module finds it by the schedule's area and gives
 it what every area needs:
@@ -191,9 +191,10 @@ class ScheduleRun:
 
 @cache
 def area_module(area: str) -> Any:
-    """`adapters/pyspark/<area>`: its CAPABILITIES and its `Run`."""
+    """`adapters/pyspark/<area>/conformance.py`: the area's CAPABILITIES and its `Run` (the package
+    itself holds the library a user imports, which imports no runner)."""
     get_area(area)
-    return importlib.import_module(f"flink_semantics.adapters.pyspark.{area}")
+    return importlib.import_module(f"flink_semantics.adapters.pyspark.{area}.conformance")
 
 
 def implemented_areas() -> list[str]:
@@ -203,7 +204,8 @@ def implemented_areas() -> list[str]:
         try:
             area_module(name)
         except ModuleNotFoundError as e:
-            if e.name != f"flink_semantics.adapters.pyspark.{name}":
+            if e.name not in (f"flink_semantics.adapters.pyspark.{name}",
+                              f"flink_semantics.adapters.pyspark.{name}.conformance"):
                 raise
             continue
         found.append(name)
