@@ -190,22 +190,36 @@ def test_a_killed_driver_restarts_from_its_checkpoint_exactly_once(
 
 
 def test_options_are_checked_before_the_query_starts(spark: Any, tmp_path: Path) -> None:
-    """A bad or missing option is a ValueError naming it: from `flip27_options` at once, and from
-    `load()` (inside Spark's own exception) for options given one by one; no schema likewise."""
-    from flink_semantics.adapters.pyspark.sources.api import Flip27Source, flip27_options
+    """A bad or missing option is a ValueError naming it from `flip27_options` and `read_files`,
+    before any query; given one by one to `format("flip27")`, a clear error naming it when Spark
+    creates the source (at `load()` without a schema, at the query's start with one), never
+    PySpark's UnboundLocalError."""
+    from flink_semantics.adapters.pyspark.sources.api import Flip27Source, flip27_options, read_files
+    from pyspark.errors import StreamingQueryException
 
     for kwargs, name in [({"path": ""}, "path"), ({"path": tmp_path, "readers": 0}, "readers"),
                          ({"path": tmp_path, "format": "csv"}, "format"),
                          ({"path": tmp_path, "max_bytes_per_batch": -1}, "max_bytes_per_batch")]:
         with pytest.raises(ValueError, match=f"option '{name}'"):
             flip27_options(**kwargs)
+        with pytest.raises(ValueError, match=f"option '{name}'"):
+            read_files(spark, schema=SCHEMA, **kwargs)
+    with pytest.raises(ValueError, match="schema is missing"):
+        read_files(spark, tmp_path, "")
     spark.dataSource.register(Flip27Source)
-    for options, message in [({}, "option 'path' is missing"), ({"path": str(tmp_path), "readers": "x"},
-                                                                 "option 'readers'")]:
-        with pytest.raises(Exception, match=message):
-            spark.readStream.format("flip27").options(**options).schema(SCHEMA).load()
     with pytest.raises(Exception, match="flip27 needs the schema"):
         spark.readStream.format("flip27").option("path", str(tmp_path)).load()
+    with pytest.raises(Exception, match="option 'path' is missing"):
+        spark.readStream.format("flip27").option("readers", "2").load()
+    df = (spark.readStream.format("flip27").option("readers", "x").option("path", str(tmp_path))
+          .schema(SCHEMA).load())
+    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "checkpoint")).start()
+    try:
+        with pytest.raises(StreamingQueryException, match="option 'readers' must be an integer") as e:
+            query.processAllAvailable()
+        assert "UnboundLocalError" not in str(e.value)
+    finally:
+        query.stop()
 
 
 # Splits "name:size" a test makes appear (no Spark: the planner runs in this process).

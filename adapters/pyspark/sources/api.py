@@ -29,8 +29,14 @@ The public API a Spark user calls:
   in the checkpoint's commit log are the committed output, each row exactly once across failures
   and restarts (SRC-38).
 
-Bad or missing options are a ValueError naming the option: from `flip27_options` at once, and from
-`load()` (Spark wraps it in its own exception there), before any query starts.
+`read_files(spark, path, schema, ...)` is the same in one call (it registers the source and loads it).
+
+Bad or missing options are a ValueError naming the option: from `flip27_options` and `read_files`
+at once, before any query starts.  Options given one by one to `format("flip27")` are checked when
+Spark creates the source: at `load()` without a schema (the source's `schema()` says a schema is
+needed); with one, Spark creates a Python data source only once the query runs, so the query fails
+at its start with the ValueError's message in its StreamingQueryException (Spark 4.3 calls no
+Python code of the source in `load()` when it is given a schema).
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from flink_semantics.adapters.pyspark.sources.flip27 import (
 )
 
 __all__ = ["FORMAT", "FifoEnumerator", "Flip27Source", "IdempotentSink", "Planned", "Split",
-           "SplitEnumerator", "SplitReader", "SplitSource", "flip27_options"]
+           "SplitEnumerator", "SplitReader", "SplitSource", "flip27_options", "read_files"]
 
 FORMAT = "flip27"
 FORMATS = ("json",)
@@ -85,6 +91,20 @@ def check_file_options(options: Mapping[str, str]) -> None:
     positive_int_option(options, "max_bytes_per_batch", None)
     if Path(path).exists() and not Path(path).is_dir():
         raise ValueError(f"option 'path' must be a directory, not the file {path!r}")
+
+
+def read_files(spark: Any, path: str | Path, schema: Any, format: str = "json",
+               readers: int = DEFAULT_READERS, max_bytes_per_batch: int | None = None) -> Any:
+    """The streaming DataFrame of the files of `path` (the file source, its options as
+    `flip27_options`'s), `schema` a DDL string or StructType: registers `Flip27Source` in the
+    session (format `flip27`) and loads it.  A ValueError naming the parameter on bad input, here,
+    before any query."""
+    options = flip27_options(path, format, readers, max_bytes_per_batch)
+    if not schema:
+        raise ValueError("schema is missing: the file source reads to a given schema "
+                         "(e.g. 'id long, name string')")
+    spark.dataSource.register(Flip27Source)
+    return spark.readStream.format(FORMAT).options(**options).schema(schema).load()
 
 
 class Flip27Source(SplitSource):

@@ -243,8 +243,9 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._reader
 
     def initialOffset(self) -> dict[str, Any]:
-        return {"batch": -1, "enumerator": self.source.create_enumerator(None).snapshot(),
-                "owned": [[] for _ in range(self.parallelism)], "read": [[] for _ in range(self.parallelism)]}
+        return as_json({"batch": -1, "enumerator": self.source.create_enumerator(None).snapshot(),
+                        "owned": [[] for _ in range(self.parallelism)],
+                        "read": [[] for _ in range(self.parallelism)]})
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: the next planning round discovers the splits there are now, and no
