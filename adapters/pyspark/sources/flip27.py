@@ -184,10 +184,14 @@ class SplitSource(DataSource):
     `create_enumerator` and `create_reader` (and `budget`, `check_options` as needed).
 
     Option `readers`: the source's parallelism, how many readers (Spark partitions) every
-    micro-batch has (default 2).  Options are checked when the DataFrame is loaded
-    (`check_options`, a ValueError naming the option), before any query starts."""
+    micro-batch has (default 2; a restart with another count: the module's docstring).  Options
+    are checked (`check_options`, a ValueError naming the option) when Spark creates the source:
+    at `load()` when no schema is given, else when the query starts (Spark 4.3 runs no Python code
+    of a source given a schema before that)."""
 
     def __init__(self, options: dict[str, str]):
+        # DataSource asks not to override __init__; Spark creates the source with its options and
+        # calls nothing else of it before `schema()`, so the options are checked here, once
         super().__init__(options)
         self.check_options()
 
