@@ -15,9 +15,19 @@
   `--adapter pyspark-stream`);
 * `faults.py`: the fault-injection run (`python -m flink_semantics.adapters.pyspark.sources.faults`).
 
-pyspark itself is imported only when a Spark session is needed.
+pyspark itself is imported only when a Spark session is needed; the conformance run's names
+(`CAPABILITIES`, `Run`) only when asked for, so that importing the user's API (api.py) loads
+nothing of the harness.
 """
 
-from flink_semantics.adapters.pyspark.sources.conformance import CAPABILITIES, Run
+from typing import Any
 
 __all__ = ["CAPABILITIES", "Run"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from flink_semantics.adapters.pyspark.sources import conformance
+
+        return getattr(conformance, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
