@@ -11,8 +11,15 @@ n}, optionally with "bounded", "steps", "tasks", "pipelined", "blocking" for scr
 leave their markers; the chaos runs' fault points).  Its sink is api.py's `IdempotentSink` under
 `<dir>/output` (`committed_rows` reads it back).
 
+Mapped onto Spark as flip27.py's engine is: the planner (`latestOffset(start)`) is the enumerator,
+restoring every job's state from `start`; the offset is the checkpoint (SRC-12, SRC-15), holding
+the batch's assignments (the tracker's bucket, SRC-7) and the ranges each reader reads, so that a
+replay reads the same records (SRC-16); partition r is reader r of every job; an injected reader
+failure is a real task failure, which Spark retries with the same partition (SRC-20); an injected
+enumerator failure is a real query failure, restarted from the checkpoint (SRC-27, SRC-28).
+
 A job runs either by itself (poll rounds: every reader without a split requests one, every reader
-reads up to `records_per_poll` records, SRC-39) or by a script: the
+reads up to `records_per_poll` records, one split at a time, SRC-39) or by a script: the
 steps of a schedule of spec/sources.md (register, request, poll, checkpoint, barrier, complete,
 fail, fail_enumerator, rescale, end, ...), a few steps per micro-batch (`layout`: a batch ends
 after a step that fails a task or the query, a run of the query after a query failure).  The
