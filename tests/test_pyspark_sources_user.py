@@ -184,6 +184,25 @@ def test_a_killed_driver_restarts_from_its_checkpoint_exactly_once(
     assert committed(spark, out, checkpoint) == want
 
 
+def test_a_bad_line_fails_the_query_naming_file_and_line(spark: Any, dirs: tuple[Path, Path, Path]) -> None:
+    """A line that is not JSON fails the query with an error naming the file and the line, and
+    pyarrow's own message; nothing of the file is committed (never a silent drop)."""
+    from pyspark.errors import StreamingQueryException
+
+    source, out, checkpoint = dirs
+    write_file(source, 0, 5)
+    with open(source / "file-000.json", "ab") as fh:
+        fh.write(b'{"id": 99, "file": 0}\n{"id": 100, oops\n')
+    query = start(spark, source, out, checkpoint, readers=1)
+    try:
+        with pytest.raises(StreamingQueryException, match=r"file-000\.json line 7: not a JSON object") as e:
+            query.processAllAvailable()
+        assert "JSON parse error" in str(e.value) or "Invalid" in str(e.value)
+    finally:
+        query.stop()
+    assert committed(spark, out, checkpoint) == []
+
+
 # --------------------------------------------------------------------------
 # A user's own source on the interface (flip27.py)
 # --------------------------------------------------------------------------
@@ -328,6 +347,11 @@ def test_a_users_source_is_planned_per_split_range() -> None:
     one = _numbers_source(readers=1, budget=None)
     after = one.streamReader(None).latestOffset(offset, None)
     assert after["read"] == [[["x:10", 3, 10], ["y:10", 3, 10]]]  # y resumes where reader 1 left it
+    # the reader's own error, with the split it was planning
+    AVAILABLE[:] = ["bad:x"]
+    with pytest.raises(ValueError, match="invalid literal") as e:
+        one.streamReader(None).latestOffset(one.streamReader(None).initialOffset(), None)
+    assert e.value.__notes__ == ["flip27: reader 0 planning split 'bad:x' from 0"]
 
 
 def test_a_users_source_through_spark_with_trigger_available_now(spark: Any, tmp_path: Path) -> None:

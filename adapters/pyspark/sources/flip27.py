@@ -291,7 +291,11 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     break
                 owned.append(split)  # SRC-8: read from the split's own position
             split = owned[k]
-            planned = reader.plan(split, split.position, budget)
+            try:
+                planned = reader.plan(split, split.position, budget)
+            except Exception as e:  # the reader's own exception, with where it happened
+                e.add_note(f"flip27: reader {r} planning split {split.id!r} from {split.position!r}")
+                raise
             if planned.end != split.position:
                 ranges.append([split.id, split.position, planned.end])
                 if budget is not None:
@@ -320,7 +324,12 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, ReaderPartition)
         reader = self.split_reader()
         for split_id, lo, hi in partition.ranges:
-            yield from reader.read(Split(split_id, lo), lo, hi)
+            try:
+                yield from reader.read(Split(split_id, lo), lo, hi)
+            except Exception as e:  # the reader's own exception, with where it happened
+                e.add_note(f"flip27: reader {partition.reader} reading split {split_id!r} from {lo!r} "
+                           f"to {hi!r}")
+                raise
 
     def commit(self, end: dict[str, Any]) -> None:
         """SRC-17: checkpoint `end["batch"]` completed, one batch late."""
