@@ -15,7 +15,7 @@ enumerator failover (a query failure and restart) of the Structured Streaming so
 `--stream` measures instead the conformance schedules per second through Structured Streaming:
 `--schedules` drawn schedules (default 500) of the suite's sources properties (those the streaming
 face runs: not the region failover one), one call of `sources/stream.py`'s runner per property as
-the suite makes them (every schedule of the call a job of one Flip27Source query, restarted once
+the suite makes them (every schedule of the call a job of one ScriptedSource query, restarted once
 per round of global failovers), against the task-mode adapter (`PySparkAdapter.run_batch`) on the
 same schedules, every streaming trace compared with the task mode's; and where the streaming
 run's time goes: Spark's durations of the micro-batches (planning in the source's `latestOffset`,

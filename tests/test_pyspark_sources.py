@@ -8,7 +8,6 @@ after real reader task failures and real query failures and restarts.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -164,20 +163,16 @@ def test_fault_injection_run(spark: Any, workdir: str) -> None:
 
 
 class AppendingSink:
-    """A wrong sink: every run of a batch adds its rows under a new name (not idempotent)."""
+    """A wrong sink: every run of a batch adds its rows to the batch's output (not idempotent)."""
 
     def __init__(self, directory: str):
         self.dir = directory
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        from flink_semantics.adapters.pyspark.sources.api import batch_path
         from flink_semantics.adapters.pyspark.sources.stream import inject_once
 
-        rows = [[r["job"], r["reader"], r["split"], r["offset"]] for r in df.collect()]
-        out = Path(self.dir) / "output"
-        out.mkdir(parents=True, exist_ok=True)
-        existing = out / f"batch-{batch_id}.json"
-        old = json.loads(existing.read_text()) if existing.exists() else []
-        existing.write_text(json.dumps(old + rows))
+        df.write.mode("append").parquet(batch_path(Path(self.dir) / "output", batch_id))
         if batch_id == 2:
             inject_once(self.dir, f"sink-{batch_id}")
 

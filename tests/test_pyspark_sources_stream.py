@@ -1,6 +1,7 @@
-"""The sources area through its public Structured Streaming API (adapters/pyspark/sources/api.py,
-stream.py): the spec's own examples as jobs of one streaming query, with real task failures and
-query restarts, against the traces written in spec/sources.md; and the API's checks of bad input.
+"""The sources area through the harness's Structured Streaming source (adapters/pyspark/sources/
+scripted.py, stream.py) into the public sink (api.py's IdempotentSink): the spec's own examples as
+jobs of one streaming query, with real task failures and query restarts, against the traces
+written in spec/sources.md; and the harness source's checks of bad input.
 
 The drawn schedules go through the same path in the conformance run (`--adapter pyspark-stream
 --areas sources`); these tests keep to a few seconds of Spark.
@@ -106,18 +107,19 @@ def test_traces_refuse_an_event_committed_twice() -> None:
     ({"splits": [1], "records_per_poll": 0}, r"records_per_poll.*SRC-39"),
 ])
 def test_options_refuse_bad_input(kwargs: dict[str, Any], match: str) -> None:
-    """Bad input to the public API: a ValueError naming the parameter and the rule, before any query."""
+    """Bad input to the harness's source: a ValueError naming the parameter and the rule, before any query."""
     pytest.importorskip("pyspark")
-    from flink_semantics.adapters.pyspark.sources.api import flip27_options
+    from flink_semantics.adapters.pyspark.sources.scripted import scripted_options
 
     with pytest.raises(ValueError, match=match):
-        flip27_options(**kwargs)
+        scripted_options(**kwargs)
 
 
-def test_options_of_a_users_splits() -> None:
+def test_options_of_inline_splits() -> None:
+    """The harness source's options of one job of inline splits, as JSON."""
     pytest.importorskip("pyspark")
-    from flink_semantics.adapters.pyspark.sources.api import flip27_options
+    from flink_semantics.adapters.pyspark.sources.scripted import scripted_options
 
-    options = flip27_options([["a", "b"], 2], readers=2, records_per_poll=3)
+    options = scripted_options([["a", "b"], 2], readers=2, records_per_poll=3)
     assert json.loads(options["jobs"]) == [{"splits": [["a", "b"], 2], "readers": 2}]
     assert options["records_per_poll"] == "3"

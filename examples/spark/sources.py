@@ -1,18 +1,22 @@
-"""Flink's FLIP-27 source on Spark Structured Streaming: your splits, read exactly once across a crash.
+"""Flink's FLIP-27 source on Spark Structured Streaming: a directory of JSON-lines files, read exactly once
+across a crash.
 
     python examples/spark/sources.py
 
-Registers the `flip27` Python data source (flink_semantics.adapters.pyspark.sources.api), reads
-three splits of your own records with two readers in a streaming query (`trigger(availableNow=True)`,
-two records per reader and micro-batch) into `IdempotentSink`, crashes the query once after the
-sink wrote micro-batch 1 and before Spark committed it, restarts the query from its checkpoint,
-and checks that every record was committed exactly once, each split in offset order.  Spark's
-offset log holds the enumerator's and the readers' split positions (the FLIP-27 checkpoint); the
-sink replaces a replayed micro-batch's output instead of appending it (SRC-38).
+Registers the `flip27` Python data source (flink_semantics.adapters.pyspark.sources.api), the
+built-in file source: every file of a directory is a split, new files are discovered as new splits
+while the query runs, and two readers read them as JSON lines on the executors.  The query writes
+into `IdempotentSink` (parquet per micro-batch); the example's own `after_write` hook crashes the
+query once after the sink wrote a micro-batch and before Spark committed it; the query restarted
+from its checkpoint runs that micro-batch again and reads on.  The committed output equals a batch
+`spark.read.json` of the same files, every row exactly once.  Spark's offset log holds the
+enumerator's state and the readers' split positions (the FLIP-27 checkpoint).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -21,15 +25,36 @@ from flink_semantics.adapters.pyspark.sources.api import Flip27Source, Idempoten
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-SPLITS = [["apple", "banana", "cherry"], ["date"], ["elder", "fig", "grape", "kiwi"]]
+SCHEMA = "id long, fruit string, weight double"
+FRUIT = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "kiwi"]
 
 
-def run_query(spark: SparkSession, out: str, checkpoint: str, crash_after: list[int]) -> None:
-    """One run of the streaming query, from the checkpoint's last committed micro-batch on."""
-    df = spark.readStream.format("flip27").options(**flip27_options(SPLITS, readers=2)).load()
-    query = (df.writeStream.foreachBatch(IdempotentSink(out, fail_batches=crash_after))
-             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
-    query.awaitTermination()
+def write_file(directory: Path, n: int) -> None:
+    """File n: ten orders, written under a hidden name, then renamed (a file appears complete)."""
+    lines = [json.dumps({"id": n * 10 + k, "fruit": FRUIT[(n + k) % len(FRUIT)], "weight": k * 0.5})
+             for k in range(10)]
+    tmp = directory / f".orders-{n}.tmp"
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, directory / f"orders-{n}.json")
+
+
+class CrashOnce:
+    """`after_write` hook: the first time batch 1 is written, the query fails before Spark commits it."""
+
+    def __init__(self) -> None:
+        self.crashed = False
+
+    def __call__(self, batch_id: int) -> None:
+        if batch_id == 1 and not self.crashed:
+            self.crashed = True
+            raise RuntimeError("crash with micro-batch 1 written, not committed")
+
+
+def start(spark: SparkSession, source: Path, out: str, checkpoint: str, hook: CrashOnce):
+    df = (spark.readStream.format("flip27").options(**flip27_options(source, readers=2))
+          .schema(SCHEMA).load())
+    return (df.writeStream.foreachBatch(IdempotentSink(out, after_write=hook))
+            .option("checkpointLocation", checkpoint).start())
 
 
 def main() -> None:
@@ -38,25 +63,32 @@ def main() -> None:
              .config("spark.ui.enabled", "false").getOrCreate())
     spark.dataSource.register(Flip27Source)
     work = Path(tempfile.mkdtemp(prefix="flip27-example-"))
-    out, checkpoint = str(work / "out"), str(work / "checkpoint")
+    source, out, checkpoint = work / "in", str(work / "out"), str(work / "checkpoint")
+    source.mkdir()
+    hook = CrashOnce()
     try:
+        for n in range(3):
+            write_file(source, n)
+        query = start(spark, source, out, checkpoint, hook)
+        query.processAllAvailable()  # micro-batch 0: the three files
+        for n in range(3, 5):
+            write_file(source, n)  # discovered as new splits: micro-batch 1, which crashes
         try:
-            run_query(spark, out, checkpoint, crash_after=[1])  # the sink crashes once, batch 1 in flight
+            query.processAllAvailable()
             raise AssertionError("the query should have crashed")
         except StreamingQueryException:
             print("the query crashed with micro-batch 1 written but not committed; restarting it")
-        run_query(spark, out, checkpoint, crash_after=[1])  # the crash is injected once only
-        records = [r for r in IdempotentSink.read(out, checkpoint) if r["kind"] == "record"]
-        got = sorted((r["split"], r["offset"], r["value"]) for r in records)
-        want = sorted((s, o, v) for s, split in enumerate(SPLITS) for o, v in enumerate(split))
-        assert got == want, f"not exactly once: {got}"  # none lost, none twice
-        for s in range(len(SPLITS)):  # each split read in offset order, by one reader (SRC-39)
-            mine = [(r["step"], r["offset"]) for r in records if r["split"] == s]
-            assert [o for _, o in sorted(mine)] == list(range(len(SPLITS[s])))
-        for r in sorted(records, key=lambda r: (r["step"], r["reader"], r["split"], r["offset"])):
-            print(f"batch {r['step']}  reader {r['reader']}  split {r['split']}  offset {r['offset']}  "
-                  f"{r['value']}")
-        print(f"{len(records)} records, each exactly once across the restart")
+        write_file(source, 5)  # written while no query runs
+        query = start(spark, source, out, checkpoint, hook)
+        query.processAllAvailable()
+        query.stop()
+        got = IdempotentSink.read(spark, out, checkpoint)
+        want = spark.read.schema(SCHEMA).json(str(source))
+        assert sorted(got.drop("batch").collect()) == sorted(want.collect()), "not exactly once"
+        for r in got.groupBy("batch").count().orderBy("batch").collect():
+            print(f"micro-batch {r['batch']}: {r['count']} rows")
+        print(f"{got.count()} rows from {len(list(source.glob('*.json')))} files, each exactly once "
+              "across the crash")
     finally:
         shutil.rmtree(work, ignore_errors=True)
         spark.stop()

@@ -131,27 +131,28 @@ def _places(state: dict[str, Any]) -> list[int]:
 def run(spark: Any, jobs: list[dict[str, Any]], failures: dict[str, Any], workdir: str,
         log: Any = print, sink: Any = None) -> Report:
     """Run the jobs to the end through the source, restarting the query after each failure.
-    `sink`: the foreachBatch function (default: stream.IdempotentSink)."""
+    `sink`: the foreachBatch function (default: api.IdempotentSink under `<workdir>/output`, failing
+    the job after writing each batch of `failures["sink"]`, once)."""
     from flink_semantics.adapters.pyspark.sources.stream import (
-        FORMAT,
-        Flip27Source,
-        IdempotentSink,
+        SCRIPTED_FORMAT,
+        ScriptedSource,
         committed_rows,
         offsets_written,
         return_uncommitted,
     )
+    from flink_semantics.adapters.pyspark.sources.stream import sink as idempotent_sink
     from pyspark.errors import StreamingQueryException
 
     started = time.monotonic()
-    spark.dataSource.register(Flip27Source)
+    spark.dataSource.register(ScriptedSource)
     checkpoint = str(Path(workdir) / "checkpoint")
     planned_restarts = len(failures["enumerator"]) + len(failures["sink"])
     restarts, offsets = 0, list[dict[str, Any]]()
     while True:
-        reader = (spark.readStream.format(FORMAT).option("jobs", json.dumps(jobs))
+        reader = (spark.readStream.format(SCRIPTED_FORMAT).option("jobs", json.dumps(jobs))
                   .option("records_per_poll", str(RECORDS_PER_POLL)).option("failures", json.dumps(failures))
                   .option("dir", workdir).load())
-        query = (reader.writeStream.foreachBatch(sink or IdempotentSink(workdir, failures["sink"]))
+        query = (reader.writeStream.foreachBatch(sink or idempotent_sink(workdir, failures["sink"]))
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         try:
             if not query.awaitTermination(QUERY_TIMEOUT_S):

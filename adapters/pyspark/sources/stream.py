@@ -1,8 +1,9 @@
 """The conformance runner of the sources area on Structured Streaming (`--adapter pyspark-stream`).
 
-`run_many(spark, schedules, root)` runs a batch of schedules of spec/sources.md through the public
-API (api.py): each schedule is one scripted job of one `Flip27Source` query (its splits, its
-readers, its steps), written by one `IdempotentSink`; all the schedules' jobs advance in the same
+`run_many(spark, schedules, root)` runs a batch of schedules of spec/sources.md through the
+harness's source (scripted.py, `ScriptedSource`) into the public sink (api.py): each schedule is
+one scripted job of one `flip27-scripted` query (its splits, its readers, its steps), written by
+one `IdempotentSink`; all the schedules' jobs advance in the same
 micro-batches.  A job's steps are laid out in batches (scripted.layout): a batch ends after a step
 that fails a task or the query (one real failure per job and batch), so a schedule without
 failures is one micro-batch and the call's query runs once more than the most global failovers
@@ -45,19 +46,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-# The public API, importable from here as before (README.md, adapters/pyspark/README.md).
+# The harness's source and its helpers (scripted.py), importable from here as before.
 from flink_semantics.adapters.pyspark import chaos
-from flink_semantics.adapters.pyspark.sources.api import (  # noqa: F401
-    FORMAT,
-    Flip27Source,
-    IdempotentSink,
+from flink_semantics.adapters.pyspark.sources.scripted import (  # noqa: F401
+    SCRIPTED_FORMAT,
+    ScriptedSource,
+    committed_dicts,
     committed_rows,
-    flip27_options,
     initial_job_state,
     inject_once,
     offsets_written,
     plan_round,
     return_uncommitted,
+    scripted_options,
+    sink,
 )
 from flink_semantics.spec.areas.sources import AREA
 from flink_semantics.spec.schedule import Schedule, Trace, config_to_dict, step_to_dict
@@ -86,7 +88,7 @@ def job_of(schedule: Schedule) -> dict[str, Any]:
 
 def run_many(spark: Any, schedules: Sequence[Schedule], root: Path) -> list[Trace]:
     """The traces of `schedules` (sources area), all of them jobs of one streaming query through
-    Flip27Source and IdempotentSink, restarted from its checkpoint after each injected query failure."""
+    ScriptedSource and IdempotentSink, restarted from its checkpoint after each injected query failure."""
     if not schedules:
         return []
     jobs = [job_of(s) for s in schedules]
@@ -102,20 +104,20 @@ def run_query(spark: Any, jobs: list[dict[str, Any]], root: Path, log: Any = Non
     micro-batches, seconds of each query's life, queries and batches)."""
     from pyspark.errors import StreamingQueryException
 
-    spark.dataSource.register(Flip27Source)
+    spark.dataSource.register(ScriptedSource)
     checkpoint, out = str(root / "checkpoint"), str(root)
     # One streaming DataFrame, started again after each failure: the source is created (in a Python
     # worker of its own) once, the restarted query's planner reads its state from the checkpoint
-    df = spark.readStream.format(FORMAT).option("jobs", json.dumps(jobs)).option("dir", out).load()
+    df = spark.readStream.format(SCRIPTED_FORMAT).option("jobs", json.dumps(jobs)).option("dir", out).load()
     for restarts in range(MAX_RESTARTS):
         started = time.monotonic()
-        query = (df.writeStream.foreachBatch(IdempotentSink(out)).option("checkpointLocation", checkpoint)
+        query = (df.writeStream.foreachBatch(sink(out)).option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True).start())
         try:
             if not query.awaitTermination(QUERY_TIMEOUT_S):
                 query.stop()
                 raise TimeoutError(f"the query did not finish within {QUERY_TIMEOUT_S} s (hung)")
-            return IdempotentSink.read(out, checkpoint), restarts
+            return committed_dicts(out, checkpoint), restarts
         except StreamingQueryException as e:
             if not _INJECTED.search(str(e)):
                 raise RuntimeError(f"the query failed unexpectedly: {str(e).splitlines()[0]}") from None
