@@ -179,7 +179,10 @@ def test_adapter_declares_everything(spark: Any) -> None:
     a = PySparkAdapter()
     try:
         assert a.name == "pyspark" and a.completion_order == SCRIPTED
-        from flink_semantics.adapters.pyspark import key_groups, mini_batch, sources, watermarks
+        from flink_semantics.adapters.pyspark.key_groups import conformance as key_groups
+        from flink_semantics.adapters.pyspark.mini_batch import conformance as mini_batch
+        from flink_semantics.adapters.pyspark.sources import conformance as sources
+        from flink_semantics.adapters.pyspark.watermarks import conformance as watermarks
 
         assert dict(a.capabilities()) == {"async_io": None, **{name: None for name in CAPABILITIES},
                                           "sources": None, **sources.CAPABILITIES,
