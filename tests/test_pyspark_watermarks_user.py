@@ -474,3 +474,37 @@ def test_a_null_ts_in_a_source_log_fails_naming_the_row(spark: Any, work: Path) 
         query.stop()
     assert "row seq=1 split=2: column 'ts' is null" in str(failure.value)
     assert "(WM-2)" in str(failure.value)
+
+
+# --------------------------------------------------------------------------
+# The stateful function's stage, micro-batch by micro-batch, without Spark
+# --------------------------------------------------------------------------
+
+
+def test_the_window_stage_by_hand() -> None:
+    """WindowStage over four micro-batches, its state through JSON between them as the state store
+    keeps it: no emission in the first batch or before `interval` has passed (WM-3); the reader's
+    watermark is the minimum over its splits (WM-6) less the bound; a window fires when the
+    watermark reaches its end - 1, per key, with a null sum for a window without values; a record
+    of a fired window is late and emitted with the watermark it missed."""
+    from flink_semantics.adapters.pyspark.watermarks.api import WindowStage
+
+    strategy = WatermarkStrategy(readers=1, bound=0, interval=100)
+    batches = [
+        (1000, [(0, 0, 3, "a", 1.0), (0, 1, 12, "b", 2.0), (1, 0, 5, "a", None), (1, 1, 1, "c", None)]),
+        (1050, [(0, 2, 4, "a", 3.0)]),  # before the first emission at 1100: the watermark is MIN
+        (1100, [(1, 2, 15, "a", 1.0)]),  # emission first: min(12, 5) - 1 = 4, nothing fires
+        (1250, [(0, 3, 8, "b", 5.0)]),  # emission: min(12, 15) - 1 = 11: [0, 10) fires; then late
+    ]
+    saved, out = None, []
+    for now, records in batches:
+        stage = WindowStage(strategy, 10, "emit", False, saved)
+        out.append(stage.run(now, records))
+        saved = json.loads(json.dumps(stage.snapshot()))
+    assert out[:3] == [[], [], []]
+    assert out[3] == [
+        ("window", "a", 0, 10, 3, 4.0, None, None, None, None, 11, 1250),
+        ("window", "c", 0, 10, 1, None, None, None, None, None, 11, 1250),
+        ("late", "b", 0, 10, None, None, 0, 3, 8, 5.0, 11, 1250),
+    ]
+    assert sorted([k, s] for k, s, *_ in saved["windows"]) == [["a", 10], ["b", 10]]
