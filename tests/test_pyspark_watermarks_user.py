@@ -408,11 +408,13 @@ GOOD = {"split_col": "partition", "time_col": "timestamp", "window": 10_000, "st
     ({"window": datetime.timedelta(microseconds=10)}, "window", "WM-28"),
     ({"late": "keep"}, "late", "WM-1"),
     ({"strategy": {"bound": 5}}, "strategy", "WM-2"),
+    ({"strategy": WatermarkStrategy(interval=0)}, "strategy.interval", "WM-3"),
 ])
 def test_bad_options_are_refused_before_the_query_starts(spark: Any, work: Path, change: dict[str, Any],
                                                          parameter: str, rule: str) -> None:
-    """A missing column, a column of the wrong type, a non-positive window, an unknown `late` or a
-    strategy that is not one: ValueError naming the parameter and the rule, and no query runs."""
+    """A missing column, a column of the wrong type, a non-positive window, an unknown `late`, a
+    strategy that is not one or one that never emits a watermark: ValueError naming the parameter
+    and the rule, and no query runs."""
     before = len(spark.streams.active)
     with pytest.raises(ValueError, match=rf"^{parameter}: .*\({rule}\)$"):
         event_time_windows(_events(spark, work / "in"), **{**GOOD, **change})

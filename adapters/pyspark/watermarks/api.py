@@ -863,16 +863,19 @@ def event_time_windows(events: Any, *, split_col: str, time_col: str, window: An
     micro-batch): the valve needs every reader's channel in one place.
 
     ValueError, naming the parameter and the rule, before the query starts: a batch DataFrame, a
-    missing column or one of the wrong type, a non-positive window, an unknown `late`, alignment
-    with speculative execution (WM-27).  In the running query, a null split, event time or order
-    column, or a negative split, fails the query naming the row (split and position), the column
-    and the rule."""
+    missing column or one of the wrong type, a non-positive window, an unknown `late`, a periodic
+    strategy with `interval` 0 (no watermark at all), alignment with speculative execution (WM-27).
+    In the running query, a null split, event time or order column, or a negative split, fails the
+    query naming the row (split and position), the column and the rule."""
     from pyspark.sql import functions as F
 
     _need(bool(getattr(events, "isStreaming", False)), "events", "WM-3",
           "a streaming DataFrame (spark.readStream...): processing time and state cross micro-batches")
     _need(isinstance(strategy, WatermarkStrategy), "strategy", "WM-2",
           f"a WatermarkStrategy, not {type(strategy).__name__}")
+    _need(strategy.interval > 0 or strategy.punctuated, "strategy.interval", "WM-3",
+          "a periodic generator with no periodic emission (interval 0) gives no watermark, and no "
+          "window would ever close")
     size = _window_ms(window)
     _need(late in LATE_MODES, "late", "WM-1", f"one of {', '.join(LATE_MODES)}, not {late!r}")
     _need(isinstance(watermark_rows, bool), "watermark_rows", "WM-18", f"a boolean, not {watermark_rows!r}")
