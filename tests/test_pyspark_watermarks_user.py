@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flink_semantics.adapters.pyspark.watermarks.api import WatermarkStrategy, event_time_windows
+from flink_semantics.adapters.pyspark.session import query_conf
+from flink_semantics.adapters.pyspark.watermarks.api import (
+    PROVIDER_CONF,
+    ROCKSDB,
+    WatermarkStrategy,
+    event_time_windows,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -45,6 +51,7 @@ TRIGGER_MS = 500
 STRATEGY = WatermarkStrategy(readers=2, bound=1000, interval=200, idleness=3000)
 SCHEMA = "partition int, offset long, timestamp timestamp, value double"
 HANG_GUARD_S = 900  # never a verdict: only against a hang
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 # The files, in the order they are written: (partition, event time in s of the test, value); each
 # partition's offsets count up.  Partition 0 is fast, partition 1 lags about ten seconds behind it,
@@ -284,15 +291,16 @@ class Progress:
         return len(stamps) >= 4 and stamps[-1] - stamps[1] > timeout + TRIGGER_MS
 
 
-def _start(spark: Any, inbox: Path, checkpoint: Path, sink: Path) -> Any:
+def _start(spark: Any, inbox: Path, checkpoint: Path, sink: Path, parallel: bool) -> Any:
     """The user's query: the JSON files as a stream, `event_time_windows`, a foreachBatch sink that
     writes each micro-batch's rows to `<batch>.json` (a re-run batch overwrites its file)."""
     from pyspark.sql import functions as F
 
     events = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(inbox))
-    out = event_time_windows(events, split_col="partition", time_col="timestamp", order_col="offset",
-                             value_col="value", window=datetime.timedelta(seconds=10),
-                             strategy=STRATEGY, late="emit")
+    with query_conf(spark, {PROVIDER_CONF: ROCKSDB} if parallel else {}):
+        out = event_time_windows(events, split_col="partition", time_col="timestamp", order_col="offset",
+                                 value_col="value", window=datetime.timedelta(seconds=10),
+                                 strategy=STRATEGY, late="emit", parallel=parallel)
 
     def write(frame: Any, batch: int) -> None:
         rows = frame.select("kind", F.unix_millis("window_start").alias("start"), "count", "sum",
@@ -302,8 +310,9 @@ def _start(spark: Any, inbox: Path, checkpoint: Path, sink: Path) -> Any:
             tmp.write_text("".join(json.dumps(r.asDict()) + "\n" for r in rows))
             tmp.replace(sink / f"{batch}.json")
 
-    return (out.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime=f"{TRIGGER_MS} milliseconds").start())
+    with query_conf(spark, {PROVIDER_CONF: ROCKSDB} if parallel else {}):
+        return (out.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime=f"{TRIGGER_MS} milliseconds").start())
 
 
 @pytest.fixture
@@ -315,13 +324,15 @@ def work() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_windows_close_on_flinks_watermark_across_a_restart(spark: Any, work: Path) -> None:
+@pytest.mark.parametrize("parallel", [False, True], ids=["one-group", "parallel-readers"])
+def test_windows_close_on_flinks_watermark_across_a_restart(spark: Any, work: Path, parallel: bool) -> None:
     """Partitions 0 (fast), 1 (lagging) and 2 (quiet after the second file), written file by file
     into the watched directory, the query restarted from its checkpoint before the fifth file: the
     windows emitted are the batch SQL windows of the rows that were not late, up to the final
     watermark; the late rows emitted are those Flink's rules make late in the micro-batches Spark
     logged; partition 2 went idle and did not hold the others back; the quiet stream closed the
-    windows up to its last records (every partition idle: the maximum, WM-19)."""
+    windows up to its last records (every partition idle: the maximum, WM-19).  The same with the
+    readers as groups of their own before the window operator (`parallel`)."""
     from pyspark.sql import functions as F
 
     inbox, checkpoint, sink = work / "in", work / "checkpoint", work / "sink"
@@ -329,7 +340,7 @@ def test_windows_close_on_flinks_watermark_across_a_restart(spark: Any, work: Pa
     sink.mkdir()
     progress, numbering = Progress(checkpoint), Numbered()
     written = [0]
-    query = _start(spark, inbox, checkpoint, sink)
+    query = _start(spark, inbox, checkpoint, sink, parallel)
 
     def put(name: str, rows: list[tuple[int, float, int]]) -> None:
         write_file(inbox, name, numbering.rows(rows))
@@ -340,7 +351,7 @@ def test_windows_close_on_flinks_watermark_across_a_restart(spark: Any, work: Pa
         for i, rows in enumerate(FILES):
             if i == 4:  # a restart from the checkpoint in the middle
                 query.stop()
-                query = _start(spark, inbox, checkpoint, sink)
+                query = _start(spark, inbox, checkpoint, sink, parallel)
             put(f"{i:03d}.json", rows)
             if i == 1:
                 quiet_from = progress.last_with_data()  # partition 2's last records
@@ -409,14 +420,18 @@ GOOD = {"split_col": "partition", "time_col": "timestamp", "window": 10_000, "st
     ({"late": "keep"}, "late", "WM-1"),
     ({"strategy": {"bound": 5}}, "strategy", "WM-2"),
     ({"strategy": WatermarkStrategy(interval=0)}, "strategy.interval", "WM-3"),
+    ({"parallel": True, "strategy": WatermarkStrategy(max_drift=10)}, "parallel", "WM-23"),
+    ({"parallel": True}, "parallel", "WM-17"),  # the session's default state store: not RocksDB
 ])
 def test_bad_options_are_refused_before_the_query_starts(spark: Any, work: Path, change: dict[str, Any],
                                                          parameter: str, rule: str) -> None:
     """A missing column, a column of the wrong type, a non-positive window, an unknown `late`, a
-    strategy that is not one or one that never emits a watermark: ValueError naming the parameter
-    and the rule, and no query runs."""
+    strategy that is not one or one that never emits a watermark, parallel readers with alignment
+    or without the RocksDB state store: ValueError naming the parameter and the rule, and no query
+    runs."""
     before = len(spark.streams.active)
-    with pytest.raises(ValueError, match=rf"^{parameter}: .*\({rule}\)$"):
+    with query_conf(spark, {PROVIDER_CONF: HDFS}), \
+            pytest.raises(ValueError, match=rf"^{parameter}: .*\({rule}\)$"):
         event_time_windows(_events(spark, work / "in"), **{**GOOD, **change})
     assert len(spark.streams.active) == before
 

@@ -27,7 +27,9 @@ rows: processing time is Spark's (the micro-batch's timestamp, with a processing
 that micro-batches without data move it), and the result is the window aggregates, emitted once
 when the valve's watermark passes the window's end, and the late rows dropped or emitted.  It is
 one `applyInPandasWithState` group (`window_group`, `WindowStage`): the readers of `SourceStage`
-below, the valve of the window operator's task and the open windows, in the group's state.
+below, the valve of the window operator's task and the open windows, in the group's state; with
+`parallel=True`, one `transformWithStateInPandas` group per reader (`reader_processor`) and then
+the window operator's `applyInPandasWithState` group (`operator_group`, `WindowOperator`).
 
 `flink_watermarks` is the watermark log, for a source log whose processing time is in the data (the
 conformance runners drive it).  Its **input** is a *source log*: a streaming DataFrame with the columns
@@ -592,65 +594,37 @@ WINDOW_KINDS = ("window", "late", "watermark")
 Window = tuple[Any, int]  # (key, start)
 
 
-class WindowStage:
-    """One source's micro-batch in `event_time_windows`, at processing time `now` (the micro-batch's
-    timestamp): its readers (SourceStage: per-split generators, multiplexer, idleness, alignment), the
-    valve of the window operator's task over the readers' channels, and the operator's tumbling
-    windows of `size` ms, each (key, start) -> [count, sum, values counted in sum].
+class WindowOperator:
+    """The window operator's task in `event_time_windows`: the valve over the readers' channels
+    (WM-17..WM-21) and the tumbling windows of `size` ms, each (key, start) -> [count, sum, values
+    counted in sum].  `feed` takes what the readers emitted and sent, in order; each record meets
+    the valve's watermark at its point in that order."""
 
-    Order in a micro-batch: first, if `interval` ms have passed since the last one, one periodic
-    emission at `now` (WM-3), readers in index order (C3), then one alignment round (C4) if the
-    strategy aligns; then the batch's records are read, split by split in ascending split order,
-    each split's in `position` order (each record goes out before its generator sees it, WM-1; a
-    punctuated generator's watermark follows it at once, WM-8).  What the readers send reaches the
-    valve in that order; each record meets the valve's watermark at that point."""
-
-    def __init__(self, strategy: WatermarkStrategy, size: int, late: str, watermark_rows: bool,
+    def __init__(self, readers: int, size: int, late: str, watermark_rows: bool,
                  saved: Mapping[str, Any] | None):
-        self.strategy = strategy
         self.size = size
         self.late = late
         self.watermark_rows = watermark_rows
-        self.source = SourceStage(strategy, None if saved is None else saved["source"])
-        self.started = saved is not None
-        self.valve = StatusWatermarkValve(strategy.readers, self._on_valve)
+        self.valve = StatusWatermarkValve(readers, self._on_valve)
         self.windows: dict[Window, list[Any]] = {}
         self.out: list[tuple[Any, ...]] = []
+        self.now = 0
         if saved is not None:
             restore_valve(self.valve, saved["valve"])
             self.windows = {(k, s): acc for k, s, *acc in saved["windows"]}
 
-    def run(self, now: int, records: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """The micro-batch at `now`: records (split, position, ts, key, value); the output rows."""
-        src = self.source
-        src.now = now
-        interval = self.strategy.interval
-        if not self.started:  # WM-3: the first emission `interval` after the first micro-batch
-            src.next_emit = now + interval if interval else None
-            self.started = True
-        elif src.next_emit is not None and src.next_emit <= now:
-            for r in src.readers:  # WM-3, WM-13: one emission, as a timer that fires late fires once
-                r.periodic_emit()
-            if self.strategy.max_drift is not None:
-                src._align(-1)
-            src.next_emit = now + interval
-        for split, position, ts, key, value in sorted(records, key=lambda r: (r[0], r[1])):
-            src.seq = position
-            src._record(split, -1, ts, [key, value, position])  # reader: split mod readers
-        self._drain(now)
-        return self.out
-
-    def _drain(self, now: int) -> None:
-        """What the readers emitted and sent, in order, into the valve and the windows."""
+    def feed(self, now: int, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Rows (kind, reader, split, ts, watermark, idle, payload) into the valve and the windows;
+        the output rows."""
         self.now = now
-        for _, _, kind, reader, split, ts, watermark, idle, payload in self.source.rows:
+        for kind, reader, split, ts, watermark, idle, payload in rows:
             if kind == "watermark":
                 self.valve.input_watermark(watermark, reader)
             elif kind == "status":
                 self.valve.input_status(idle, reader)
             elif kind == "record":
                 self._record(split, ts, *payload)
-        self.source.rows.clear()
+        return self.out
 
     def _record(self, split: int, ts: int, key: Any, value: Any, position: int) -> None:
         """A record into its window, or late: its window's last ms is at or below the watermark (Flink's
@@ -684,8 +658,60 @@ class WindowStage:
                              None, None, None, None, watermark, self.now))
 
     def snapshot(self) -> dict[str, Any]:
-        return {"source": self.source.snapshot(), "valve": snapshot_valve(self.valve),
+        return {"valve": snapshot_valve(self.valve),
                 "windows": [[k, s, *acc] for (k, s), acc in self.windows.items()]}
+
+
+def source_step(src: SourceStage, strategy: WatermarkStrategy, started: bool, now: int,
+                records: list[tuple[Any, ...]]) -> int:
+    """The readers of `src` in the micro-batch at `now`: first, if `interval` ms have passed since
+    the last one, one periodic emission at `now` (WM-3), readers in index order (C3), then one
+    alignment round (C4) if the strategy aligns; then the batch's records (split, position, ts,
+    key, value) are read, split by split in ascending split order, each split's in `position`
+    order (each record goes out before its generator sees it, WM-1; a punctuated generator's
+    watermark follows it at once, WM-8).  What they emitted and sent is in `src.rows`; the number
+    of those rows the emission gave."""
+    src.now = now
+    interval = strategy.interval
+    if not started:  # WM-3: the first emission `interval` after the first micro-batch
+        src.next_emit = now + interval if interval else None
+    elif src.next_emit is not None and src.next_emit <= now:
+        for r in src.readers:  # WM-3, WM-13: one emission, as a timer that fires late fires once
+            r.periodic_emit()
+        if strategy.max_drift is not None:
+            src._align(-1)
+        src.next_emit = now + interval
+    emitted = len(src.rows)
+    for split, position, ts, key, value in sorted(records, key=lambda r: (r[0], r[1])):
+        src.seq = position
+        src._record(split, -1, ts, [key, value, position])  # reader: split mod readers
+    return emitted
+
+
+class WindowStage:
+    """One source's micro-batch in `event_time_windows` (one stateful group), at processing time
+    `now` (the micro-batch's timestamp): its readers (SourceStage: per-split generators,
+    multiplexer, idleness, alignment; `source_step`) and the window operator's task
+    (`WindowOperator`), fed what the readers emitted and sent, in order."""
+
+    def __init__(self, strategy: WatermarkStrategy, size: int, late: str, watermark_rows: bool,
+                 saved: Mapping[str, Any] | None):
+        self.strategy = strategy
+        self.source = SourceStage(strategy, None if saved is None else saved["source"])
+        self.started = saved is not None
+        self.operator = WindowOperator(strategy.readers, size, late, watermark_rows, saved)
+
+    def run(self, now: int, records: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The micro-batch at `now`: records (split, position, ts, key, value); the output rows."""
+        source_step(self.source, self.strategy, self.started, now, records)
+        self.started = True
+        rows = [(kind, reader, split, ts, watermark, idle, payload)
+                for _, _, kind, reader, split, ts, watermark, idle, payload in self.source.rows]
+        self.source.rows.clear()
+        return self.operator.feed(now, rows)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"source": self.source.snapshot(), **self.operator.snapshot()}
 
 
 def _window_frames(frames: Iterator[Any]) -> list[tuple[Any, ...]]:
@@ -702,8 +728,6 @@ def window_group(strategy: WatermarkStrategy, size: int, late: str, watermark_ro
     """The stateful function of `event_time_windows`' `applyInPandasWithState`: the source's
     micro-batch (`WindowStage`) at Spark's processing time from its GroupState and back, with a
     processing-time timeout at the next periodic emission so that a batch without data runs it."""
-    import pandas as pd
-
     now = int(state.getCurrentProcessingTimeMs())
     saved = json.loads(state.get[0]) if state.exists else None
     stage = WindowStage(strategy, size, late, watermark_rows, saved)
@@ -713,19 +737,139 @@ def window_group(strategy: WatermarkStrategy, size: int, late: str, watermark_ro
     if next_emit is not None:  # Spark times out once its batch timestamp is above now + duration
         state.setTimeoutDuration(max(1, next_emit - 1 - now))
     if out:
-        columns = list(zip(*out))
-        yield pd.DataFrame({name: pd.Series(list(values), dtype=_PANDAS[kind])
-                            for (name, kind), values in zip(WINDOW_FIELDS, columns)})
+        yield _pandas(WINDOW_FIELDS, out)
 
 
-_PANDAS = {"string": object, "long": "Int64", "int": "Int32", "double": "Float64"}
+_PANDAS = {"string": object, "long": "Int64", "int": "Int32", "double": "Float64", "boolean": "boolean"}
 
 
-def _window_struct() -> Any:
-    from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
+def _pandas(fields: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> Any:
+    import pandas as pd
 
-    types = {"string": StringType(), "long": LongType(), "int": IntegerType(), "double": DoubleType()}
-    return StructType([StructField(n, types[t]) for n, t in WINDOW_FIELDS])
+    columns = list(zip(*rows))
+    return pd.DataFrame({name: pd.Series(list(values), dtype=_PANDAS[kind])
+                         for (name, kind), values in zip(fields, columns)})
+
+
+# --------------------------------------------------------------------------
+# event_time_windows(parallel=True): the readers in parallel, then the window operator
+# --------------------------------------------------------------------------
+
+# What a reader's group sends to the window operator: `phase` 0 for its periodic emission's rows, 1
+# for what its records gave; `pos` the order within the reader's micro-batch.
+SENT_FIELDS = [("reader", "int"), ("phase", "int"), ("pos", "long"), ("kind", "string"), ("split", "int"),
+               ("ts", "long"), ("watermark", "long"), ("idle", "boolean"), ("key", "string"),
+               ("value", "double"), ("position", "long")]
+SENT_KINDS = ("record", "watermark", "status")
+
+
+def reader_step(strategy: WatermarkStrategy, reader: int, now: int, records: list[tuple[Any, ...]],
+                saved: Mapping[str, Any] | None) -> tuple[dict[str, Any], int | None, list[tuple[Any, ...]]]:
+    """One reader (`split mod readers`) in its own group: `source_step` on a one-reader SourceStage
+    restored from `saved`; its new state, its next periodic emission, and what it emitted and sent
+    (SENT_FIELDS rows)."""
+    import dataclasses
+
+    one = dataclasses.replace(strategy, readers=1)
+    src = SourceStage(one, saved)
+    emitted = source_step(src, one, saved is not None, now, records)
+    out = []
+    for i, (_, _, kind, _, split, ts, watermark, idle, payload) in enumerate(src.rows):
+        if kind in SENT_KINDS:
+            k, v, p = payload if kind == "record" else (None, None, None)
+            out.append((reader, 0 if i < emitted else 1, i, kind, split, ts, watermark, idle, k, v, p))
+    src.rows.clear()
+    return src.snapshot(), src.next_emit, out
+
+
+def reader_processor(strategy: WatermarkStrategy) -> Any:
+    """The `StatefulProcessor` of the readers' `transformWithStateInPandas` (time mode
+    ProcessingTime): `reader_step` on each micro-batch with records and on each expired timer, the
+    state a JSON value, and one timer 1 ms before the next periodic emission (Spark fires it in a
+    micro-batch whose timestamp has passed it; the emission happens there once `interval` has)."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class ReaderProcessor(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.state = handle.getValueState("reader", _struct([("state", "string")]))
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            yield from self._step(key, _window_frames(rows), timerValues)
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+            yield from self._step(key, [], timerValues)
+
+        def _step(self, key: Any, records: list[tuple[Any, ...]], timerValues: Any) -> Iterator[Any]:
+            now = int(timerValues.getCurrentProcessingTimeInMs())
+            saved = json.loads(self.state.get()[0]) if self.state.exists() else None
+            new, next_emit, out = reader_step(strategy, int(key[0]), now, records, saved)
+            self.state.update((json.dumps(new),))
+            for t in list(self.handle.listTimers()):
+                self.handle.deleteTimer(t)
+            if next_emit is not None:
+                self.handle.registerTimer(next_emit - 1)
+            if out:
+                yield _pandas(SENT_FIELDS, out)
+
+        def close(self) -> None:
+            pass
+
+    return ReaderProcessor()
+
+
+def operator_group(strategy: WatermarkStrategy, size: int, late: str, watermark_rows: bool,
+                   key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:
+    """The stateful function of the window operator's task after the readers' groups: their rows of
+    the micro-batch in the order of one group (every reader's emission, readers in index order,
+    C3; then each reader's records, readers in index order) into the WindowOperator.  A reader
+    that has sent nothing (it has no split) goes idle as its main output would (WM-12): once
+    `idleness` has passed after the first emission; it comes back active with its first row."""
+    now = int(state.getCurrentProcessingTimeMs())
+    saved = json.loads(state.get[0]) if state.exists else None
+    op = WindowOperator(strategy.readers, size, late, watermark_rows, saved)
+    start = now if saved is None else saved["start"]
+    heard = set() if saved is None else set(saved["heard"])
+    silent = set() if saved is None else set(saved["silent"])  # marked idle here
+    parts = [f for f in frames if len(f)]
+    rows = _columns(iter(parts), [n for n, _ in SENT_FIELDS]) if parts else []
+    rows.sort(key=lambda r: (r[1], r[0], r[2]))  # phase, reader, pos
+    fed: list[tuple[Any, ...]] = []
+    timeout = strategy.idleness is not None and len(heard) < strategy.readers
+    if timeout and now - start - strategy.interval > strategy.idleness:  # WM-12, WM-13
+        for r in sorted(set(range(strategy.readers)) - heard - silent):
+            fed.append(("status", r, None, None, None, True, None))
+            silent.add(r)
+    for reader, _, _, kind, split, ts, watermark, idle, k, v, p in rows:
+        heard.add(reader)
+        if reader in silent:
+            fed.append(("status", reader, None, None, None, False, None))
+            silent.discard(reader)
+        payload = [k, None if v is None or v != v else float(v), int(p)] if kind == "record" else None
+        fed.append((kind, reader, split, ts, watermark, idle, payload))
+    out = op.feed(now, fed)
+    state.update((json.dumps({**op.snapshot(), "start": start, "heard": sorted(heard),
+                              "silent": sorted(silent)}),))
+    if timeout:
+        state.setTimeoutDuration(max(1, strategy.interval))
+    if out:
+        yield _pandas(WINDOW_FIELDS, out)
+
+
+def _struct(fields: list[tuple[str, str]]) -> Any:
+    from pyspark.sql.types import (
+        BooleanType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    types = {"string": StringType(), "long": LongType(), "int": IntegerType(), "double": DoubleType(),
+             "boolean": BooleanType()}
+    return StructType([StructField(n, types[t]) for n, t in fields])
 
 
 def _window_ms(window: Any) -> int:
@@ -827,7 +971,8 @@ def _window_input(events: Any, split_col: str, time_col: str, value_col: str | N
 
 def event_time_windows(events: Any, *, split_col: str, time_col: str, window: Any,
                        strategy: WatermarkStrategy, value_col: str | None = None, key_col: str | None = None,
-                       order_col: str | None = None, late: str = "drop", watermark_rows: bool = False) -> Any:
+                       order_col: str | None = None, late: str = "drop", watermark_rows: bool = False,
+                       parallel: bool = False) -> Any:
     """Tumbling event-time windows of `window` ms (an int, or a timedelta) over a streaming DataFrame of
     events in splits, closed by Flink's watermark: the README's watermarks section has the whole
     story; in short:
@@ -859,8 +1004,19 @@ def event_time_windows(events: Any, *, split_col: str, time_col: str, window: An
     Use a processing-time trigger (`trigger(processingTime=...)`): its micro-batches without data
     drive idleness and close windows.  With `availableNow` the query ends only with
     `spark.sql.streaming.noDataMicroBatches.enabled` false, and then processing time moves only
-    with data.  The whole source is one stateful group (its readers and the valve in one task per
-    micro-batch): the valve needs every reader's channel in one place.
+    with data.
+
+    By default the whole source is one stateful group: its readers, the valve and the windows in one
+    task per micro-batch.  With `parallel=True` each reader is a group of its own (`reader_processor`
+    in Spark's `transformWithStateInPandas`, readers in parallel tasks; it needs the RocksDB state
+    store provider) and the window operator a second stateful operator after a shuffle
+    (`operator_group`), which orders the readers' rows as the one group does (every reader's
+    emission first, readers in index order, C3; then their records, reader by reader, where the one
+    group reads split by split: the same result unless `punctuated`).  Not with alignment (the
+    coordinator's round needs every reader's report at once).  A reader without splits has no
+    group: the window operator marks its channel idle once `idleness` has passed after the first
+    emission, as its main output would (WM-12), and active with its first row; without `idleness`
+    it holds the valve back, as in Flink.
 
     ValueError, naming the parameter and the rule, before the query starts: a batch DataFrame, a
     missing column or one of the wrong type, a non-positive window, an unknown `late`, a periodic
@@ -882,10 +1038,26 @@ def event_time_windows(events: Any, *, split_col: str, time_col: str, window: An
     speculation = str(events.sparkSession.conf.get("spark.speculation", "false")).lower()
     _need(not (strategy.max_drift is not None and speculation == "true"), "strategy.max_drift", "WM-27",
           "watermark alignment is refused with speculative execution (spark.speculation) on")
+    _need(isinstance(parallel, bool), "parallel", "WM-17", f"a boolean, not {parallel!r}")
+    _need(not (parallel and strategy.max_drift is not None), "parallel", "WM-23",
+          "alignment needs every reader in one group: the coordinator's round takes all their reports")
+    provider = str(events.sparkSession.conf.get(PROVIDER_CONF, ""))
+    _need(not parallel or provider == ROCKSDB, "parallel", "WM-17",
+          f"the readers' groups run in Spark's transformWithStateInPandas, which needs {PROVIDER_CONF} = "
+          f"{ROCKSDB} (set it in the session), not {provider or 'the default'!r}")
     rows, is_time = _window_input(events, split_col, time_col, value_col, key_col, order_col)
-    out = rows.groupBy("source").applyInPandasWithState(
-        functools.partial(window_group, strategy, size, late, watermark_rows), _window_struct(),
-        struct(WINDOW_STATE), "append", "ProcessingTimeTimeout")
+    timeout = "ProcessingTimeTimeout"
+    if parallel:
+        sent = rows.withColumn("reader", F.pmod(F.col("split"), F.lit(strategy.readers))).groupBy(
+            "reader").transformWithStateInPandas(reader_processor(strategy), _struct(SENT_FIELDS), "Append",
+                                                 "ProcessingTime")
+        out = sent.withColumn("source", F.lit("")).groupBy("source").applyInPandasWithState(
+            functools.partial(operator_group, strategy, size, late, watermark_rows), _struct(WINDOW_FIELDS),
+            struct(WINDOW_STATE), "append", timeout)
+    else:
+        out = rows.groupBy("source").applyInPandasWithState(
+            functools.partial(window_group, strategy, size, late, watermark_rows), _struct(WINDOW_FIELDS),
+            struct(WINDOW_STATE), "append", timeout)
     if not is_time:
         return out
     times = {"window_start", "window_end", "event_time"}
