@@ -525,3 +525,66 @@ def test_the_window_stage_by_hand() -> None:
         ("late", "b", 0, 10, None, None, 0, 3, 8, 5.0, 11, 1250),
     ]
     assert sorted([k, s] for k, s, *_ in saved["windows"]) == [["a", 10], ["b", 10]]
+
+
+class FakeGroupState:
+    """Just what operator_group uses of applyInPandasWithState's GroupState, its value kept as the
+    state store keeps it (a JSON string)."""
+
+    def __init__(self) -> None:
+        self.value: tuple[str] | None = None
+        self.now = 0
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple[str]:
+        assert self.value is not None
+        return self.value
+
+    def update(self, value: tuple[str]) -> None:
+        self.value = value
+
+    def setTimeoutDuration(self, ms: int) -> None:  # noqa: N802
+        assert ms > 0
+
+    def getCurrentProcessingTimeMs(self) -> int:  # noqa: N802
+        return self.now
+
+
+def test_the_window_operator_of_parallel_readers_by_hand() -> None:
+    """operator_group (parallel=True's window operator) with two readers of which only reader 0
+    has sent anything: reader 1's channel holds the valve at MIN until `idleness` has passed after
+    the first emission, then goes idle (WM-12) and the valve follows reader 0 (WM-19); a window
+    fires when the watermark reaches its end - 1; reader 1's first row makes its channel active
+    again, below the valve's watermark (WM-20), and its record of the fired window is late."""
+    import pandas as pd
+    from flink_semantics.adapters.pyspark.watermarks.api import SENT_FIELDS, operator_group
+
+    strategy = WatermarkStrategy(readers=2, bound=0, interval=100, idleness=1000)
+    names = [n for n, _ in SENT_FIELDS]
+
+    def sent(*rows: tuple[Any, ...]) -> list[Any]:
+        return [pd.DataFrame([dict(zip(names, r)) for r in rows])] if rows else []
+
+    state = FakeGroupState()
+    calls = [
+        (1000, sent((0, 1, 0, "record", 0, 5, 0, False, None, 5.0, 0))),
+        (1100, sent((0, 0, 0, "watermark", -1, 0, 4, False, None, None, None))),
+        (2200, sent()),  # 2200 - 1000 - 100 > 1000: reader 1 idle, the valve at reader 0's 4
+        (2300, sent((0, 0, 0, "watermark", -1, 0, 12, False, None, None, None))),
+        (2400, sent((1, 1, 0, "record", 1, 3, 0, False, None, 1.0, 0))),
+    ]
+    out = []
+    for now, frames in calls:
+        state.now = now
+        for frame in operator_group(strategy, 10, "emit", True, ("",), iter(frames), state):
+            out += [tuple(None if pd.isna(v) else v for v in row) for row in frame.itertuples(index=False)]
+    assert out == [
+        ("watermark", None, None, None, None, None, None, None, None, None, 4, 2200),
+        ("watermark", None, None, None, None, None, None, None, None, None, 12, 2300),
+        ("window", None, 0, 10, 1, 5.0, None, None, None, None, 12, 2300),
+        ("late", None, 0, 10, None, None, 1, 0, 3, 1.0, 12, 2400),
+    ]

@@ -56,12 +56,16 @@ WINDOWS = WatermarkStrategy(readers=2, bound=2000, interval=200, idleness=3000)
 TRIGGER = "500 milliseconds"
 
 
-def _write(inbox: Path, name: str, rows: list[tuple[int, int, float, int]]) -> None:
+def _write(inbox: Path, name: str, rows: list[tuple[int, int, float, int]], age: int = 0) -> None:
+    """A JSON-lines file, complete when it appears, modified `age` seconds ago: Spark's file source
+    reads files in the order of their modification times."""
     lines = [json.dumps({"partition": p, "offset": o, "clicks": c,
                          "timestamp": (BASE + datetime.timedelta(seconds=s)).isoformat()})
              for p, o, s, c in rows]
     tmp = inbox.parent / f".{name}"
     tmp.write_text("".join(line + "\n" for line in lines))
+    stamp = time.time() - age
+    os.utime(tmp, (stamp, stamp))
     tmp.replace(inbox / name)
 
 
@@ -89,7 +93,7 @@ def windows_part(spark: Any, work: Path) -> list[Any]:
     inbox = work / "clicks"
     inbox.mkdir()
     for i, rows in enumerate(CLICKS):
-        _write(inbox, f"{i}.json", rows)
+        _write(inbox, f"{i}.json", rows, age=10 * (len(CLICKS) - i))  # in order, a second or more apart
     clicks = (spark.readStream.schema("partition int, offset long, timestamp timestamp, clicks long")
               .option("maxFilesPerTrigger", 1).json(str(inbox)))
     out = event_time_windows(clicks, split_col="partition", time_col="timestamp", order_col="offset",
