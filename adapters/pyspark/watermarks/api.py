@@ -835,8 +835,9 @@ def operator_group(strategy: WatermarkStrategy, size: int, late: str, watermark_
     rows = _columns(iter(parts), [n for n, _ in SENT_FIELDS]) if parts else []
     rows.sort(key=lambda r: (r[1], r[0], r[2]))  # phase, reader, pos
     fed: list[tuple[Any, ...]] = []
-    timeout = strategy.idleness is not None and len(heard) < strategy.readers
-    if timeout and now - start - strategy.interval > strategy.idleness:  # WM-12, WM-13
+    idleness = strategy.idleness
+    timeout = idleness is not None and len(heard) < strategy.readers
+    if idleness is not None and timeout and now - start - strategy.interval > idleness:  # WM-12, WM-13
         for r in sorted(set(range(strategy.readers)) - heard - silent):
             fed.append(("status", r, None, None, None, True, None))
             silent.add(r)
