@@ -24,10 +24,11 @@ file one micro-batch.  One shuffle partition: every stream in one task per micro
 * **The trace** is downstream task 0's output (the API with `downstream=1`), in its order `idx`:
   every row is one event of the reference's trace, at step `seq`.  The sink is a parquet
   directory (its commit log makes it exactly once across the restarts).
-* **Faults** (chaos.py): in a fault run, the API's `faults_dir` is the call's `root`, so that each
-  stateful task may fail right after its first state update (Spark runs it again from the last
-  committed state); the queries then have FAULT_PARTITIONS shuffle partitions, for more tasks to
-  fail.  Each failover round's query restart is counted (`chaos.query_restarted`).
+* **Faults** (chaos.py): in a fault run, the API's `on_state_update` hook is `chaos.task_point` on
+  the call's `root`, so that each stateful task may fail right after its first state update (Spark
+  runs it again from the last committed state); the queries then have FAULT_PARTITIONS shuffle
+  partitions, for more tasks to fail.  Each failover round's query restart is counted
+  (`chaos.query_restarted`).
 
 Nothing here is a path around the API: the feed only serves rows, and every event comes out of
 `flink_watermarks`.  A configuration the spec refuses gives its `rejected` trace without running.
@@ -35,6 +36,7 @@ Nothing here is a path around the API: the feed only serves rows, and every even
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -173,7 +175,8 @@ def to_event(r: Mapping[str, Any]) -> Event:
 def _query(spark: Any, feed: Path, strategies: Mapping[str, WatermarkStrategy], sink: Path,
            checkpoint: Path, faults: str | None) -> Any:
     src = spark.readStream.schema(FEED_SCHEMA).option("maxFilesPerTrigger", 1).json(str(feed))
-    out = flink_watermarks(src, strategies, stream="stream", downstream=1, faults_dir=faults)
+    hook = None if faults is None else functools.partial(chaos.task_point, faults, "watermarks stream state")
+    out = flink_watermarks(src, strategies, stream="stream", downstream=1, on_state_update=hook)
     return (out.writeStream.format("parquet").option("path", str(sink))
             .option("checkpointLocation", str(checkpoint)).queryName(f"wm_many_{uuid.uuid4().hex}")
             .outputMode("append").trigger(availableNow=True).start())
