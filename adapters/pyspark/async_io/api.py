@@ -347,6 +347,9 @@ TIME_RESOLUTION = 1e-9  # seconds: asyncio runs a timer due within its clock's r
 InRow = tuple[str, Any, Any, Any]
 
 
+_CONTROL_KINDS = frozenset("XEWS")  # the kinds of input row that are not records
+
+
 class _Group:
     """One operator: its input buffer and the coroutine that feeds it (`_GroupedRun.feed`)."""
 
@@ -358,11 +361,37 @@ class _Group:
         self.service = CoroutineService(loop, fn)
         self.progress = asyncio.Event()
         self.op = AsyncWaitOperator(config, LoopTimers(loop), self.service, self.output,
-                                    on_progress=self.progress.set)
+                                    on_progress=self._on_progress)
         self.service.operator = self.op
         self.seq = 0
         self.ended = False  # end of input pushed
         self.task: asyncio.Task | None = None
+        self._pumping = False
+
+    def _on_progress(self) -> None:
+        """The operator made progress: refill its input channel from the buffer at once, then wake
+        the feeder.
+
+        Only plain records without an arrival time are pushed here, and only while the channel is
+        empty, the same rows in the same order as `_GroupedRun.feed` would push them (the feeder
+        takes everything else, from the same front of the same buffer).  This spares a wake-up of
+        the feeder for every completion while the queue is full.  A push runs the operator, which
+        calls back here: the nested call returns at once and the loop below goes on.
+        """
+        if not self._pumping:
+            self._pumping = True
+            try:
+                op, buffer = self.op, self.buffer
+                while buffer and op.alive and not self.ended and op.pending_input == 0:
+                    kind, ts, value, at = buffer[0]
+                    if at is not None or kind in _CONTROL_KINDS:
+                        break
+                    buffer.popleft()
+                    seq, self.seq = self.seq, self.seq + 1  # before the push, which calls back here
+                    op.push(Record(seq, value, ts))
+            finally:
+                self._pumping = False
+        self.progress.set()
 
 
 class _GroupedRun:
@@ -458,8 +487,8 @@ class _GroupedRun:
                 g.output.control(kind, value)
                 op.push(WatermarkStatus(bool(ts)))  # AIO-51
             else:
-                op.push(Record(g.seq, value, ts))
-                g.seq += 1
+                seq, g.seq = g.seq, g.seq + 1  # before the push: its progress callback pushes too
+                op.push(Record(seq, value, ts))
         if op.alive and not g.ended and not self.drain_at_end:
             g.ended = True
             op.push(EndOfInput())  # AIO-42: the end of the partition is end of input
