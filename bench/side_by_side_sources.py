@@ -114,6 +114,62 @@ def run(
     return {"rows/s": rows / wall, "wall": wall, **d}
 
 
+def tiny_source() -> Any:
+    """The least a Python streaming data source is: one partition of one row, no imports of this project
+    (defined here, so that cloudpickle ships it by value)."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class TinyReader(DataSourceStreamReader):
+        def initialOffset(self) -> dict[str, int]:
+            return {"o": 0}
+
+        def latestOffset(self) -> dict[str, int]:
+            return {"o": 1}
+
+        def partitions(self, start: Any, end: Any) -> list[Any]:
+            return [InputPartition(0)] if start != end else []
+
+        def read(self, partition: Any) -> Any:
+            yield (1,)
+
+    class Tiny(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "side-tiny"
+
+        def schema(self) -> str:
+            return "x long"
+
+        def streamReader(self, schema: Any) -> Any:
+            return TinyReader()
+
+    return Tiny
+
+
+def start_cost(spark: Any, work: Path, runs: int) -> list[tuple[float, float]]:
+    """A minimal Python streaming source to the end (availableNow, noop sink): (start to the first
+    trigger, wall) per run: what any Python data source's query pays before it reads."""
+    spark.dataSource.register(tiny_source())
+    out = []
+    for _ in range(runs):
+        ckpt = work / f"tiny-{time.monotonic_ns()}"
+        t0, e0 = time.monotonic(), time.time()
+        q = (
+            spark.readStream.format("side-tiny")
+            .load()
+            .writeStream.format("noop")
+            .trigger(availableNow=True)
+            .option("checkpointLocation", str(ckpt))
+            .start()
+        )
+        q.awaitTermination(600)
+        wall = time.monotonic() - t0
+        first = first_trigger(progress_list(q))
+        out.append(((first - e0) if first is not None else 0.0, wall))
+        shutil.rmtree(ckpt, ignore_errors=True)
+    return out
+
+
 def parse_alone(directory: Path, rows: int) -> tuple[float, int]:
     """The file source's reader over every file in this process: seconds, record batches."""
     from flink_semantics.adapters.pyspark.sources.files import JsonLinesReader
@@ -234,6 +290,14 @@ def bench(a: argparse.Namespace, root: Path) -> int:
     print(
         f"\nthe file source's Python parse alone (JsonLinesReader.read, pyarrow.json, one process): "
         f"{secs:.2f} s for {a.rows:,} rows = {fmt(a.rows / secs)} rows/s, {nb} record batches"
+    )
+
+    tiny = start_cost(spark, work, max(a.runs, 2))
+    print(
+        f"a minimal Python streaming data source (one row, nothing of this project), {len(tiny)} runs: "
+        f"start to the first trigger {statistics.median(t for t, _ in tiny):.2f} s "
+        f"({min(t for t, _ in tiny):.2f}–{max(t for t, _ in tiny):.2f}), "
+        f"wall {statistics.median(w for _, w in tiny):.2f} s"
     )
 
     sweep = [int(x) for x in a.sweep.split(",") if x.strip()]
