@@ -49,6 +49,17 @@ from _side import durations, load, progress_list, session, table, wait_rows  # n
 SCHEMA = "partition int, offset long, ts long, value double"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 KINDS = ("event_time_windows", "event_time_windows parallel", "withWatermark")
+FLOOR = "applyInPandasWithState floor"  # the one-group design's floor in Spark (`--floor`)
+
+
+def count_group(key: Any, frames: Any, state: Any) -> Any:
+    """The least a stateful Python group can do: count its rows into its GroupState, one output row."""
+    import pandas as pd
+
+    n = sum(len(f) for f in frames)
+    total = (state.get[0] if state.exists else 0) + n
+    state.update((total,))
+    yield pd.DataFrame({"n": [total]})
 
 
 def generate(directory: Path, events: int, splits: int, files: int, lag: int, seed: int = 3) -> list[tuple]:
@@ -83,7 +94,13 @@ def query(spark: Any, kind: str, directory: Path, a: argparse.Namespace, name: s
     from pyspark.sql import functions as F
 
     events = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", a.per_trigger).json(str(directory))
-    if kind == "withWatermark":
+    if kind == FLOOR:
+        out = (
+            events.withColumn("source", F.lit(""))
+            .groupBy("source")
+            .applyInPandasWithState(count_group, "n long", "n long", "append", "NoTimeout")
+        )
+    elif kind == "withWatermark":
         out = (
             events.withColumn("t", F.timestamp_millis("ts"))
             .withWatermark("t", f"{a.bound} milliseconds")
@@ -126,7 +143,8 @@ def run(
     d = durations(ps)
     busy = sum(p["durationMs"].get("triggerExecution", 0) for p in ps if p.get("numInputRows", 0)) / 1000
     windows = spark.sql(
-        f"select count(*) from {name}" + ("" if kind == "withWatermark" else " where kind = 'window'")
+        f"select count(*) from {name}"
+        + ("" if kind in ("withWatermark", FLOOR) else " where kind = 'window'")
     ).first()[0]
     spark.catalog.dropTempView(name)
     shutil.rmtree(ckpt, ignore_errors=True)
@@ -176,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--svg", default="docs/benchmarks/watermarks.svg")
     ap.add_argument("--quick", action="store_true", help="8,400 events in 12 files, 1 run, no sweep")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also a counting applyInPandasWithState (one group) on the same events: its floor",
+    )
     a = ap.parse_args(argv)
     if a.quick:
         a.events, a.files, a.runs, a.sweep, a.svg = 8_400, 12, 1, "", ""
@@ -201,18 +224,19 @@ def bench(a: argparse.Namespace, root: Path) -> int:
     print(f"pyspark {pyspark.__version__}")
     warm = root / "warm"
     wevs = generate(warm, 600, a.splits, 3, a.lag)
-    for kind in KINDS:  # Python workers, RocksDB: not measured
+    kinds = KINDS + ((FLOOR,) if a.floor else ())
+    for kind in kinds:  # Python workers, RocksDB: not measured
         run(spark, kind, warm, work, len(wevs), a)
     before = load()
-    results: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+    results: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for i in range(a.runs):
-        for k in KINDS if i % 2 == 0 else tuple(reversed(KINDS)):
+        for k in kinds if i % 2 == 0 else tuple(reversed(kinds)):
             results[k].append(run(spark, k, data, work, events, a))
     after = load()
     med = {k: statistics.median(r["rows/s"] for r in v) for k, v in results.items()}
     base = med["withWatermark"]
     rows = []
-    for k in KINDS:
+    for k in kinds:
         v = [r["rows/s"] for r in results[k]]
         wall = statistics.median(r["wall rows/s"] for r in results[k])
         windows = "/".join(sorted({str(r["windows"]) for r in results[k]}))
@@ -231,7 +255,7 @@ def bench(a: argparse.Namespace, root: Path) -> int:
         print(f"target {k} >= 0.8x withWatermark: {r:.2f} -> {'met' if r >= 0.8 else 'NOT met'}")
     keys = ["latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets"]
     trows = []
-    for k in KINDS:
+    for k in kinds:
         m = {key: statistics.mean(r.get(key, 0.0) for r in results[k]) for key in keys}
         busy = statistics.mean(r["busy"] for r in results[k])
         n = statistics.mean(r["batches"] for r in results[k])
