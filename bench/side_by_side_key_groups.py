@@ -110,6 +110,70 @@ def plain_count_processor() -> Any:
     return PlainCount()
 
 
+def python_per_row(rows: int = 25_000) -> dict[str, float]:
+    """keyed_process's Python share alone: its processor's `handleInputRows` on `rows` rows of one
+    subtask, with the state store a Python dict (no Spark task, no state server), deferred writes
+    and write-through: microseconds a row and state calls a row."""
+    import numpy as np
+    import pandas as pd
+    import pyspark
+
+    class Task:
+        def partitionId(self) -> int:
+            return 0
+
+    class Map:  # MapState's calls on a dict
+        def __init__(self) -> None:
+            self.d: dict[Any, Any] = {}
+            self.calls = 0
+
+        def getValue(self, k: Any) -> Any:
+            self.calls += 1
+            return self.d.get(k)
+
+        def updateValue(self, k: Any, v: Any) -> None:
+            self.calls += 1
+            self.d[k] = v
+
+        def removeKey(self, k: Any) -> None:
+            self.calls += 1
+            self.d.pop(k, None)
+
+        def exists(self) -> bool:
+            return bool(self.d)
+
+    class Value:
+        def __init__(self) -> None:
+            self.v: Any = None
+
+        def get(self) -> Any:
+            return self.v
+
+        def update(self, v: Any) -> None:
+            self.v = v
+
+    keys = np.random.default_rng(1).integers(0, rows, rows)
+    columns = {"user": keys, "seq": np.arange(rows), api.TYPE: "long", api.KEY: keys.astype(str), api.JOB: 0,
+               api.HASH: 0, api.GROUP: 0, api.SUBTASK: 0, api.TARGET: None, api.SALT: 0, api.AT: 0}
+    pdf = pd.DataFrame(columns)
+    get = pyspark.TaskContext.get
+    pyspark.TaskContext.get = staticmethod(lambda: Task())  # type: ignore[method-assign,assignment]
+    out: dict[str, float] = {}
+    try:
+        for name, hook in (("deferred", None), ("write-through", no_hook)):
+            p = api._KeyGroupProcessor(RunningCount(), list(columns), None, ["user", "n"], False, 2,
+                                       {0: (2, MAX_P, "flink")}, hook)
+            p.keyed, p.operator, p.next_pos, p.conf = Map(), Value(), Value(), Value()
+            start = time.perf_counter()
+            for _ in p.handleInputRows((0, 0), iter([pdf]), None):
+                pass
+            out[f"{name} us/row"] = (time.perf_counter() - start) / rows * 1e6
+            out[f"{name} state calls/row"] = p.keyed.calls / rows
+    finally:
+        pyspark.TaskContext.get = get  # type: ignore[method-assign]
+    return out
+
+
 def stream(spark: Any, directory: Path) -> Any:
     return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(directory))
 
@@ -348,6 +412,10 @@ def main() -> None:
                 if "keyed_process, write-through" in by:
                     print(f"   p={p}: keyed_process / its write-through = "
                           f"{ours / by['keyed_process, write-through']:.2f}")
+            python_per_row()  # (warm-up: imports, pandas' caches)
+            alone = python_per_row()
+            print("   keyed_process's Python alone (a dict for the state store, 25,000 rows of a subtask): "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in alone.items()))
         if args.skip != "rescale":
             print("(b) rescale 2 -> 4", flush=True)
             rs = rescale(spark, work, [int(k) for k in args.rescale_keys.split(",")], args.max_keyed_build)
